@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchError: the one error domain at the D-Bus boundary. Each code is registered
+ * with its org.shimwatch.Shimwatch1.Error.* name (dbus-api.md).
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  SHIMWATCH_ERROR_FAILED,
+  SHIMWATCH_ERROR_INVALID_ARGUMENT,
+  SHIMWATCH_ERROR_NOT_FOUND,
+  SHIMWATCH_ERROR_ALREADY_EXISTS,
+  SHIMWATCH_ERROR_BAD_STATE,
+  SHIMWATCH_ERROR_NOT_AUTHORIZED,
+  SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN,
+  SHIMWATCH_ERROR_SHIM_FAILED,
+} ShimwatchError;
+#define SHIMWATCH_N_ERRORS (SHIMWATCH_ERROR_SHIM_FAILED + 1)
+
+#define SHIMWATCH_ERROR (shimwatch_error_quark ())
+GQuark shimwatch_error_quark (void);
+
+/* Any error to a ShimwatchError, keeping the message: wire and ttrpc errors become
+ * InvalidArgument or ShimFailed, everything unknown Failed. */
+GError *shimwatch_error_convert (const GError *error);
+
+G_END_DECLS

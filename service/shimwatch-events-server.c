@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchEvents"
+
+#include "config.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+#include <gio/gunixsocketaddress.h>
+
+#include "shimwatch-events-server.h"
+#include "shimwatch-ttrpc.h"
+
+struct _ShimwatchEventsServer
+{
+  GObject         parent_instance;
+
+  char           *path;
+  GSocketService *service;
+  GPtrArray      *connections;   /* ShimwatchTtrpc */
+};
+
+enum {
+  SIGNAL_EVENT,
+  N_SIGNALS
+};
+static guint signals[N_SIGNALS];
+
+G_DEFINE_TYPE (ShimwatchEventsServer, shimwatch_events_server, G_TYPE_OBJECT)
+
+static void
+handle_request (ShimwatchTtrpc        *ttrpc,
+                guint32                stream_id,
+                ShimwatchTtrpcRequest *request,
+                gpointer               user_data)
+{
+  ShimwatchEventsServer *self = user_data;
+  g_autoptr(ShimwatchEvent) event = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+
+  if (g_strcmp0 (request->service, SHIMWATCH_EVENTS_SERVICE) != 0)
+    {
+      text = g_strdup_printf ("service %s", request->service);
+      shimwatch_ttrpc_respond (ttrpc, stream_id, SHIMWATCH_GRPC_UNIMPLEMENTED, text, NULL);
+      return;
+    }
+  if (g_strcmp0 (request->method, "Forward") != 0)
+    {
+      text = g_strdup_printf ("method %s", request->method);
+      shimwatch_ttrpc_respond (ttrpc, stream_id, SHIMWATCH_GRPC_UNIMPLEMENTED, text, NULL);
+      return;
+    }
+
+  event = shimwatch_wire_decode_forward_request (request->payload, &error);
+  if (event == NULL)
+    {
+      g_message ("rejected a Forward request: %s", error->message);
+      shimwatch_ttrpc_respond (ttrpc, stream_id, SHIMWATCH_GRPC_INVALID_ARGUMENT,
+                               error->message, NULL);
+      return;
+    }
+  /* the same checks as containerd's Exchange.Forward */
+  if (!shimwatch_identifier_validate ("namespace", event->namespace_, &error) ||
+      event->topic == NULL || event->topic[0] != '/' || event->timestamp == 0)
+    {
+      g_autofree char *reason =
+        error != NULL ? g_strdup (error->message)
+                      : g_strdup_printf ("envelope needs a topic starting with '/' and a timestamp");
+
+      g_message ("rejected a Forward request: %s", reason);
+      shimwatch_ttrpc_respond (ttrpc, stream_id, SHIMWATCH_GRPC_INVALID_ARGUMENT, reason, NULL);
+      return;
+    }
+
+  g_debug ("event %s namespace=%s container=%s pid=%u", event->topic, event->namespace_,
+           event->container_id != NULL ? event->container_id : "", event->pid);
+  shimwatch_ttrpc_respond (ttrpc, stream_id, SHIMWATCH_GRPC_OK, NULL, NULL);
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, event);
+}
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  ShimwatchEventsServer *self = user_data;
+
+  g_signal_handlers_disconnect_by_data (ttrpc, self);
+  g_ptr_array_remove_fast (self->connections, ttrpc);
+}
+
+static gboolean
+incoming_cb (GSocketService    *service,
+             GSocketConnection *connection,
+             GObject           *source_object,
+             gpointer           user_data)
+{
+  ShimwatchEventsServer *self = user_data;
+  g_autoptr(GCredentials) credentials = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchTtrpc) ttrpc = NULL;
+  uid_t uid;
+
+  credentials = g_socket_get_credentials (g_socket_connection_get_socket (connection), &error);
+  if (credentials == NULL)
+    {
+      g_warning ("events socket: cannot read peer credentials, connection refused: %s",
+                 error->message);
+      g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+      return TRUE;
+    }
+  uid = g_credentials_get_unix_user (credentials, NULL);
+  if (uid != geteuid ())
+    {
+      g_warning ("events socket: refused a peer with uid %u (pid %d): only uid %u may publish",
+                 (guint) uid, (int) g_credentials_get_unix_pid (credentials, NULL),
+                 (guint) geteuid ());
+      g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+      return TRUE;
+    }
+
+  ttrpc = shimwatch_ttrpc_new (connection);
+  shimwatch_ttrpc_set_request_handler (ttrpc, handle_request, self, NULL);
+  g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  g_ptr_array_add (self->connections, g_object_ref (ttrpc));
+  shimwatch_ttrpc_start (ttrpc);
+  return TRUE;
+}
+
+ShimwatchEventsServer *
+shimwatch_events_server_new (const char  *path,
+                             GError     **error)
+{
+  g_autoptr(ShimwatchEventsServer) self = NULL;
+  g_autoptr(GSocketAddress) address = NULL;
+  struct stat st;
+
+  g_return_val_if_fail (path != NULL && g_path_is_absolute (path), NULL);
+
+  self = g_object_new (SHIMWATCH_TYPE_EVENTS_SERVER, NULL);
+  self->path = g_strdup (path);
+
+  /* a socket file left by an earlier run is stale: nobody else serves our path */
+  if (g_lstat (path, &st) == 0 && S_ISSOCK (st.st_mode))
+    g_unlink (path);
+
+  address = g_unix_socket_address_new (path);
+  self->service = g_socket_service_new ();
+  if (!g_socket_listener_add_address (G_SOCKET_LISTENER (self->service), address,
+                                      G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT,
+                                      NULL, NULL, error))
+    return NULL;
+  if (g_chmod (path, 0600) != 0)
+    {
+      int saved_errno = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot restrict %s to mode 0600: %s", path, g_strerror (saved_errno));
+      return NULL;
+    }
+  g_signal_connect (self->service, "incoming", G_CALLBACK (incoming_cb), self);
+  g_socket_service_start (self->service);
+  return g_steal_pointer (&self);
+}
+
+const char *
+shimwatch_events_server_get_path (ShimwatchEventsServer *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_EVENTS_SERVER (self), NULL);
+  return self->path;
+}
+
+guint
+shimwatch_events_server_get_n_connections (ShimwatchEventsServer *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_EVENTS_SERVER (self), 0);
+  return self->connections->len;
+}
+
+void
+shimwatch_events_server_stop (ShimwatchEventsServer *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_EVENTS_SERVER (self));
+
+  if (self->service == NULL)
+    return;
+  g_signal_handlers_disconnect_by_data (self->service, self);
+  g_socket_service_stop (self->service);
+  g_socket_listener_close (G_SOCKET_LISTENER (self->service));
+  g_clear_object (&self->service);
+  while (self->connections->len > 0)
+    shimwatch_ttrpc_close (g_ptr_array_index (self->connections, 0));
+  g_unlink (self->path);
+}
+
+static void
+shimwatch_events_server_dispose (GObject *object)
+{
+  ShimwatchEventsServer *self = SHIMWATCH_EVENTS_SERVER (object);
+
+  if (self->path != NULL)
+    shimwatch_events_server_stop (self);
+
+  G_OBJECT_CLASS (shimwatch_events_server_parent_class)->dispose (object);
+}
+
+static void
+shimwatch_events_server_finalize (GObject *object)
+{
+  ShimwatchEventsServer *self = SHIMWATCH_EVENTS_SERVER (object);
+
+  g_ptr_array_unref (self->connections);
+  g_free (self->path);
+
+  G_OBJECT_CLASS (shimwatch_events_server_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_events_server_class_init (ShimwatchEventsServerClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = shimwatch_events_server_dispose;
+  object_class->finalize = shimwatch_events_server_finalize;
+
+  /**
+   * ShimwatchEventsServer::event:
+   * @event: (type ShimwatchEvent): the decoded envelope
+   */
+  signals[SIGNAL_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                        0, NULL, NULL, NULL, G_TYPE_NONE, 1,
+                                        SHIMWATCH_TYPE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
+}
+
+static void
+shimwatch_events_server_init (ShimwatchEventsServer *self)
+{
+  self->connections = g_ptr_array_new_with_free_func (g_object_unref);
+}

@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchLauncher"
+
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-error.h"
+#include "shimwatch-launcher.h"
+#include "shimwatch-names.h"
+#include "shimwatch-ttrpc.h"
+
+#define CONFIG_JSON_MAX (4u << 20)
+
+struct _ShimwatchLauncher
+{
+  GObject  parent_instance;
+
+  GStrv    runtime_dirs;
+  char    *shim_address;
+  char    *ttrpc_address;
+  char    *runc_root;
+  guint    start_timeout_ms;
+  guint    connect_timeout_ms;
+};
+
+G_DEFINE_TYPE (ShimwatchLauncher, shimwatch_launcher, G_TYPE_OBJECT)
+
+void
+shimwatch_shim_handle_free (ShimwatchShimHandle *handle)
+{
+  if (handle == NULL)
+    return;
+  g_clear_object (&handle->client);
+  g_clear_object (&handle->log);
+  g_free (handle->address);
+  g_free (handle);
+}
+
+char *
+shimwatch_launcher_resolve_runtime (ShimwatchLauncher  *self,
+                                    const char         *runtime,
+                                    GError            **error)
+{
+  g_auto(GStrv) parts = NULL;
+  g_autofree char *name = NULL;
+  g_autofree char *dirs = NULL;
+  guint n;
+
+  g_return_val_if_fail (SHIMWATCH_IS_LAUNCHER (self), NULL);
+
+  /* a runtime is a name, never a path: the caller must not pick what we execute */
+  if (runtime == NULL || *runtime == '\0' || strchr (runtime, '/') != NULL ||
+      !shimwatch_identifier_validate ("runtime", runtime, NULL))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "runtime \"%s\" is not a runtime name like %s",
+                   runtime != NULL && g_utf8_validate (runtime, -1, NULL) ? runtime : "?",
+                   SHIMWATCH_DEFAULT_RUNTIME);
+      return NULL;
+    }
+
+  /* containerd's BinaryName: io.containerd.runc.v2 → containerd-shim-runc-v2 */
+  parts = g_strsplit (runtime, ".", -1);
+  n = g_strv_length (parts);
+  if (n < 2 || *parts[n - 2] == '\0' || *parts[n - 1] == '\0')
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "runtime \"%s\" has no <name>.<version> suffix", runtime);
+      return NULL;
+    }
+  name = g_strdup_printf ("containerd-shim-%s-%s", parts[n - 2], parts[n - 1]);
+
+  for (guint i = 0; self->runtime_dirs != NULL && self->runtime_dirs[i] != NULL; i++)
+    {
+      g_autofree char *path = g_build_filename (self->runtime_dirs[i], name, NULL);
+
+      if (g_file_test (path, G_FILE_TEST_IS_REGULAR) &&
+          g_file_test (path, G_FILE_TEST_IS_EXECUTABLE))
+        return g_steal_pointer (&path);
+    }
+
+  dirs = self->runtime_dirs != NULL ? g_strjoinv (":", self->runtime_dirs) : g_strdup ("none");
+  g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+               "unknown runtime \"%s\": no executable %s in the runtime directories (%s)",
+               runtime, name, dirs);
+  return NULL;
+}
+
+gboolean
+shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
+                                     const char         *task_dir,
+                                     const char         *bundle,
+                                     const char         *shim_binary,
+                                     GError            **error)
+{
+  g_autofree char *parent = g_path_get_dirname (task_dir);
+  g_autofree char *source = NULL;
+  g_autofree char *target = NULL;
+  g_autofree char *binary_path = NULL;
+  g_autofree char *contents = NULL;
+  g_autoptr(GBytes) config = NULL;
+  g_autoptr(GError) local_error = NULL;
+  gsize length;
+  struct stat st;
+  int saved_errno;
+
+  g_return_val_if_fail (SHIMWATCH_IS_LAUNCHER (self), FALSE);
+
+  if (bundle == NULL || !g_path_is_absolute (bundle) || !g_utf8_validate (bundle, -1, NULL))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "bundle \"%s\" is not an absolute path",
+                   bundle != NULL && g_utf8_validate (bundle, -1, NULL) ? bundle : "?");
+      return FALSE;
+    }
+  source = g_build_filename (bundle, "config.json", NULL);
+  if (stat (source, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "bundle %s has no config.json", bundle);
+      return FALSE;
+    }
+  if ((guint64) st.st_size > CONFIG_JSON_MAX)
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "%s is larger than %u bytes", source, CONFIG_JSON_MAX);
+      return FALSE;
+    }
+  if (!g_file_get_contents (source, &contents, &length, &local_error))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "cannot read %s: %s", source, local_error->message);
+      return FALSE;
+    }
+  config = shimwatch_wire_rewrite_oci_config (contents, length, bundle, &local_error);
+  if (config == NULL)
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "bundle %s: %s", bundle, local_error->message);
+      return FALSE;
+    }
+
+  /* containerd's NewBundle: parent 0711, bundle 0700 */
+  if (g_mkdir_with_parents (parent, 0711) != 0)
+    {
+      saved_errno = errno;
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                   "cannot create %s: %s", parent, g_strerror (saved_errno));
+      return FALSE;
+    }
+  if (g_mkdir (task_dir, 0700) != 0)
+    {
+      saved_errno = errno;
+      g_set_error (error, SHIMWATCH_ERROR,
+                   saved_errno == EEXIST ? SHIMWATCH_ERROR_ALREADY_EXISTS : SHIMWATCH_ERROR_FAILED,
+                   "cannot create task directory %s: %s", task_dir, g_strerror (saved_errno));
+      return FALSE;
+    }
+
+  target = g_build_filename (task_dir, "config.json", NULL);
+  binary_path = g_build_filename (task_dir, "shim-binary-path", NULL);
+  if (!g_file_set_contents_full (target, g_bytes_get_data (config, NULL), g_bytes_get_size (config),
+                                 G_FILE_SET_CONTENTS_CONSISTENT, 0644, &local_error) ||
+      !g_file_set_contents_full (binary_path, shim_binary, -1,
+                                 G_FILE_SET_CONTENTS_CONSISTENT, 0600, &local_error))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                   "cannot write into task directory %s: %s", task_dir, local_error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static GSubprocessLauncher *
+shim_process_launcher (ShimwatchLauncher *self,
+                       const char        *namespace_,
+                       const char        *task_dir,
+                       GSubprocessFlags   flags)
+{
+  GSubprocessLauncher *launcher = g_subprocess_launcher_new (flags);
+
+  /* the runtime-v2 environment (protocol.md §2.2); the 1.7/2.x variables are harmless to 1.6 */
+  g_subprocess_launcher_set_cwd (launcher, task_dir);
+  g_subprocess_launcher_setenv (launcher, "GOMAXPROCS", "2", TRUE);
+  g_subprocess_launcher_setenv (launcher, "TTRPC_ADDRESS", self->ttrpc_address, TRUE);
+  g_subprocess_launcher_setenv (launcher, "GRPC_ADDRESS", self->shim_address, TRUE);
+  g_subprocess_launcher_setenv (launcher, "NAMESPACE", namespace_, TRUE);
+  g_subprocess_launcher_setenv (launcher, "MAX_SHIM_VERSION", "2", TRUE);
+  return launcher;
+}
+
+/* one subprocess run: stdin bytes in, stdout and stderr out, SIGKILL at the deadline */
+typedef struct {
+  GSubprocess  *process;
+  GCancellable *timeout_cancellable;   /* internal: only the deadline cancels the I/O */
+  GSource      *timeout_source;
+  gboolean      timed_out;
+  char         *namespace_;
+  char         *id;
+  char         *task_dir;
+  char         *shim_binary;
+  GBytes       *stdout_bytes;
+  GBytes       *stderr_bytes;
+} RunData;
+
+static void
+run_data_free (RunData *data)
+{
+  if (data->timeout_source != NULL)
+    {
+      g_source_destroy (data->timeout_source);
+      g_source_unref (data->timeout_source);
+    }
+  g_clear_object (&data->process);
+  g_clear_object (&data->timeout_cancellable);
+  g_free (data->namespace_);
+  g_free (data->id);
+  g_free (data->task_dir);
+  g_free (data->shim_binary);
+  g_clear_pointer (&data->stdout_bytes, g_bytes_unref);
+  g_clear_pointer (&data->stderr_bytes, g_bytes_unref);
+  g_free (data);
+}
+
+static gboolean
+run_timeout_cb (gpointer user_data)
+{
+  RunData *data = user_data;
+
+  data->timed_out = TRUE;
+  g_clear_pointer (&data->timeout_source, g_source_unref);
+  g_subprocess_force_exit (data->process);
+  g_cancellable_cancel (data->timeout_cancellable);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+log_stderr (RunData    *data,
+            const char *action)
+{
+  g_autofree char *text = NULL;
+  gsize length;
+  const char *raw;
+
+  if (data->stderr_bytes == NULL || g_bytes_get_size (data->stderr_bytes) == 0)
+    return;
+  raw = g_bytes_get_data (data->stderr_bytes, &length);
+  text = g_utf8_make_valid (raw, (gssize) length);
+  g_strchomp (text);
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
+                    "MESSAGE", "shim %s for %s/%s wrote: %s", action, data->namespace_,
+                    data->id, text);
+}
+
+/* NULL when the process exited 0; otherwise why not */
+static GError *
+run_status_error (RunData    *data,
+                  const char *action)
+{
+  g_autofree char *text = NULL;
+  int status;
+
+  if (data->timed_out)
+    return g_error_new (G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                        "shim %s for %s/%s did not finish in time and was killed",
+                        action, data->namespace_, data->id);
+
+  status = g_subprocess_get_status (data->process);
+  if (g_subprocess_get_if_exited (data->process) && g_subprocess_get_exit_status (data->process) == 0)
+    return NULL;
+
+  if (data->stderr_bytes != NULL)
+    {
+      text = g_utf8_make_valid (g_bytes_get_data (data->stderr_bytes, NULL),
+                                (gssize) g_bytes_get_size (data->stderr_bytes));
+      g_strstrip (text);
+    }
+  return g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                      "shim %s for %s/%s failed (%s %d)%s%s", action, data->namespace_,
+                      data->id,
+                      g_subprocess_get_if_exited (data->process) ? "exit status" : "signal",
+                      g_subprocess_get_if_exited (data->process)
+                        ? g_subprocess_get_exit_status (data->process)
+                        : (g_subprocess_get_if_signaled (data->process)
+                             ? g_subprocess_get_term_sig (data->process) : status),
+                      text != NULL && *text != '\0' ? ": " : "", text != NULL ? text : "");
+}
+
+static GTask *
+run_shim_action (ShimwatchLauncher   *self,
+                 gpointer             source_tag,
+                 const char          *shim_binary,
+                 const char          *namespace_,
+                 const char          *id,
+                 const char          *task_dir,
+                 const char          *action,
+                 GBytes              *stdin_bytes,
+                 guint                timeout_ms,
+                 GAsyncReadyCallback  communicate_cb,
+                 GAsyncReadyCallback  callback,
+                 gpointer             user_data)
+{
+  g_autoptr(GSubprocessLauncher) launcher = NULL;
+  g_autoptr(GError) error = NULL;
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  RunData *data = g_new0 (RunData, 1);
+  g_autofree char *bundle_arg = NULL;
+  const char *argv[16];
+  guint n = 0;
+
+  g_task_set_source_tag (task, source_tag);
+  g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
+  data->namespace_ = g_strdup (namespace_);
+  data->id = g_strdup (id);
+  data->task_dir = g_strdup (task_dir);
+  data->shim_binary = g_strdup (shim_binary);
+  data->timeout_cancellable = g_cancellable_new ();
+
+  argv[n++] = shim_binary;
+  argv[n++] = "-namespace";
+  argv[n++] = namespace_;
+  argv[n++] = "-address";
+  argv[n++] = self->shim_address;
+  argv[n++] = "-publish-binary";
+  argv[n++] = "/bin/true";   /* ignored by runtime-v2 shims, which publish via TTRPC_ADDRESS */
+  argv[n++] = "-id";
+  argv[n++] = id;
+  if (g_strcmp0 (action, "delete") == 0)
+    {
+      argv[n++] = "-bundle";
+      argv[n++] = task_dir;
+    }
+  argv[n++] = action;
+  argv[n] = NULL;
+
+  launcher = shim_process_launcher (self, namespace_, task_dir,
+                                    G_SUBPROCESS_FLAGS_STDIN_PIPE |
+                                    G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                    G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  data->process = g_subprocess_launcher_spawnv (launcher, argv, &error);
+  if (data->process == NULL)
+    {
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "cannot run %s %s: %s", shim_binary, action, error->message);
+      return task;
+    }
+
+  data->timeout_source = g_timeout_source_new (timeout_ms);
+  g_source_set_callback (data->timeout_source, run_timeout_cb, data, NULL);
+  g_source_attach (data->timeout_source, NULL);
+
+  g_subprocess_communicate_async (data->process, stdin_bytes, data->timeout_cancellable,
+                                  communicate_cb, g_object_ref (task));
+  return task;
+}
+
+/* after communicate: wait for the exit status (the pipes may close before the exit) */
+static gboolean
+finish_communicate (GTask        *task,
+                    GAsyncResult *result)
+{
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!g_subprocess_communicate_finish (data->process, result, &data->stdout_bytes,
+                                        &data->stderr_bytes, &error) &&
+      !data->timed_out)
+    {
+      g_subprocess_force_exit (data->process);
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "talking to shim for %s/%s: %s", data->namespace_, data->id,
+                               error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* -- start ----------------------------------------------------------------------------- */
+
+typedef struct {
+  ShimwatchShimHandle *handle;
+  int                  version;
+} StartState;
+
+static void
+start_connect_rpc_cb (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  ShimwatchShimHandle *handle = state->handle;
+
+  if (!shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result,
+                                             &handle->shim_pid, NULL, &error))
+    {
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "shim for %s/%s at %s does not answer Connect: %s",
+                               data->namespace_, data->id, handle->address, error->message);
+      return;
+    }
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_INFO,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
+                    SHIMWATCH_LOG_FIELD_SHIM_PID, "%u", handle->shim_pid,
+                    "MESSAGE", "shim for %s/%s started: pid %u, %s, task API v%d",
+                    data->namespace_, data->id, handle->shim_pid, handle->address,
+                    shimwatch_task_client_get_version (handle->client));
+  state->handle = NULL;
+  g_task_return_pointer (task, handle, (GDestroyNotify) shimwatch_shim_handle_free);
+}
+
+static void
+start_socket_cb (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  ShimwatchLauncher *self = g_task_get_source_object (task);
+  StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(ShimwatchTtrpc) ttrpc = NULL;
+  g_autoptr(GError) error = NULL;
+
+  ttrpc = shimwatch_ttrpc_connect_finish (result, &error);
+  if (ttrpc == NULL)
+    {
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "cannot connect to shim for %s/%s at %s: %s", data->namespace_,
+                               data->id, state->handle->address, error->message);
+      return;
+    }
+  shimwatch_ttrpc_start (ttrpc);
+  /* v3 first, v2 on UNIMPLEMENTED, as containerd's bridge */
+  state->handle->client = shimwatch_task_client_new (ttrpc, data->namespace_, data->id, 3);
+  shimwatch_task_client_connect_async (state->handle->client, self->connect_timeout_ms,
+                                       start_connect_rpc_cb, g_steal_pointer (&task));
+}
+
+static void
+start_communicate_cb (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(ShimwatchBootstrap) bootstrap = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (!finish_communicate (task, result))
+    return;
+  log_stderr (data, "start");
+  error = run_status_error (data, "start");
+  if (error != NULL)
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  bootstrap = shimwatch_wire_parse_start_output (data->stdout_bytes, &error);
+  if (bootstrap == NULL)
+    {
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "shim start for %s/%s: %s", data->namespace_, data->id,
+                               error->message);
+      return;
+    }
+  state->handle->address = g_strdup (bootstrap->address);
+  state->version = bootstrap->version;
+  shimwatch_ttrpc_connect_async (bootstrap->address, NULL, start_socket_cb,
+                                 g_steal_pointer (&task));
+}
+
+static void
+start_state_free (StartState *state)
+{
+  shimwatch_shim_handle_free (state->handle);
+  g_free (state);
+}
+
+void
+shimwatch_launcher_start_async (ShimwatchLauncher   *self,
+                                const char          *shim_binary,
+                                const char          *namespace_,
+                                const char          *id,
+                                const char          *task_dir,
+                                GAsyncReadyCallback  callback,
+                                gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  g_autoptr(GBytes) options = NULL;
+  g_autoptr(GError) error = NULL;
+  StartState *state = g_new0 (StartState, 1);
+
+  g_return_if_fail (SHIMWATCH_IS_LAUNCHER (self));
+
+  state->handle = g_new0 (ShimwatchShimHandle, 1);
+  /* the FIFO needs a reader before the shim daemon opens it for writing */
+  state->handle->log = shimwatch_shim_log_open (task_dir, namespace_, id, &error);
+  if (state->handle->log == NULL)
+    {
+      task = g_task_new (self, NULL, callback, user_data);
+      g_task_set_source_tag (task, shimwatch_launcher_start_async);
+      start_state_free (state);
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED, "%s",
+                               error->message);
+      return;
+    }
+
+  options = shimwatch_wire_encode_runc_options (self->runc_root);
+  task = run_shim_action (self, shimwatch_launcher_start_async, shim_binary, namespace_, id,
+                          task_dir, "start", options, self->start_timeout_ms,
+                          start_communicate_cb, callback, user_data);
+  g_object_set_data_full (G_OBJECT (task), "start-state", state,
+                          (GDestroyNotify) start_state_free);
+}
+
+ShimwatchShimHandle *
+shimwatch_launcher_start_finish (ShimwatchLauncher  *self,
+                                 GAsyncResult       *result,
+                                 GError            **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* -- delete ---------------------------------------------------------------------------- */
+
+static void
+delete_communicate_cb (GObject      *source,
+                       GAsyncResult *result,
+                       gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  ShimwatchExit *exit_info;
+
+  if (!finish_communicate (task, result))
+    return;
+  log_stderr (data, "delete");
+  error = run_status_error (data, "delete");
+  if (error != NULL)
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+
+  exit_info = g_new0 (ShimwatchExit, 1);
+  if (!shimwatch_wire_decode_delete_response (data->stdout_bytes, exit_info, &error))
+    {
+      g_free (exit_info);
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "shim delete for %s/%s printed no DeleteResponse: %s",
+                               data->namespace_, data->id, error->message);
+      return;
+    }
+  g_task_return_pointer (task, exit_info, g_free);
+}
+
+void
+shimwatch_launcher_delete_async (ShimwatchLauncher   *self,
+                                 const char          *shim_binary,
+                                 const char          *namespace_,
+                                 const char          *id,
+                                 const char          *task_dir,
+                                 guint                timeout_ms,
+                                 GAsyncReadyCallback  callback,
+                                 gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_LAUNCHER (self));
+
+  task = run_shim_action (self, shimwatch_launcher_delete_async, shim_binary, namespace_, id,
+                          task_dir, "delete", NULL, timeout_ms, delete_communicate_cb,
+                          callback, user_data);
+}
+
+gboolean
+shimwatch_launcher_delete_finish (ShimwatchLauncher  *self,
+                                  GAsyncResult       *result,
+                                  ShimwatchExit      *exit_info,
+                                  GError            **error)
+{
+  g_autofree ShimwatchExit *info = NULL;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+
+  info = g_task_propagate_pointer (G_TASK (result), error);
+  if (info == NULL)
+    return FALSE;
+  *exit_info = *info;
+  return TRUE;
+}
+
+const char *
+shimwatch_launcher_get_runc_root (ShimwatchLauncher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_LAUNCHER (self), NULL);
+  return self->runc_root;
+}
+
+ShimwatchLauncher *
+shimwatch_launcher_new (const ShimwatchLauncherConfig *config)
+{
+  ShimwatchLauncher *self;
+
+  g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (config->shim_address != NULL, NULL);
+  g_return_val_if_fail (config->ttrpc_address != NULL, NULL);
+
+  self = g_object_new (SHIMWATCH_TYPE_LAUNCHER, NULL);
+  self->runtime_dirs = g_strdupv ((GStrv) config->runtime_dirs);
+  self->shim_address = g_strdup (config->shim_address);
+  self->ttrpc_address = g_strdup (config->ttrpc_address);
+  self->runc_root = g_strdup (config->runc_root);
+  self->start_timeout_ms = config->start_timeout_ms > 0 ? config->start_timeout_ms : 10000;
+  self->connect_timeout_ms = config->connect_timeout_ms > 0 ? config->connect_timeout_ms : 5000;
+  return self;
+}
+
+static void
+shimwatch_launcher_finalize (GObject *object)
+{
+  ShimwatchLauncher *self = SHIMWATCH_LAUNCHER (object);
+
+  g_strfreev (self->runtime_dirs);
+  g_free (self->shim_address);
+  g_free (self->ttrpc_address);
+  g_free (self->runc_root);
+
+  G_OBJECT_CLASS (shimwatch_launcher_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_launcher_class_init (ShimwatchLauncherClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = shimwatch_launcher_finalize;
+}
+
+static void
+shimwatch_launcher_init (ShimwatchLauncher *self)
+{
+}

@@ -1,0 +1,736 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchTtrpc"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <gio/gunixsocketaddress.h>
+
+#include "shimwatch-ttrpc.h"
+
+#define READ_CHUNK 65536
+
+struct _ShimwatchTtrpc
+{
+  GObject                       parent_instance;
+
+  GSocketConnection            *connection;
+  GSocket                      *socket;
+  GSource                      *read_source;
+  GSource                      *write_source;
+
+  GByteArray                   *inbuf;
+  GByteArray                   *outbuf;
+
+  /* an oversized frame is skipped, then answered / failed on its stream */
+  guint64                       skip_remaining;
+  ShimwatchTtrpcHeader          skipped_header;
+
+  guint32                       next_stream_id;     /* client role: 1, 3, 5, … */
+  guint32                       last_request_id;    /* server role: must increase */
+  GHashTable                   *pending;            /* stream id → GTask */
+
+  ShimwatchTtrpcRequestHandler  handler;
+  gpointer                      handler_data;
+  GDestroyNotify                handler_destroy;
+
+  gboolean                      started;
+  gboolean                      closed;
+};
+
+enum {
+  SIGNAL_CLOSED,
+  N_SIGNALS
+};
+static guint signals[N_SIGNALS];
+
+G_DEFINE_TYPE (ShimwatchTtrpc, shimwatch_ttrpc, G_TYPE_OBJECT)
+G_DEFINE_QUARK (shimwatch-ttrpc-error-quark, shimwatch_ttrpc_error)
+
+typedef struct {
+  guint32  stream_id;
+  GSource *timeout_source;
+} CallData;
+
+static void
+call_data_free (CallData *data)
+{
+  if (data->timeout_source != NULL)
+    {
+      g_source_destroy (data->timeout_source);
+      g_source_unref (data->timeout_source);
+    }
+  g_free (data);
+}
+
+static void close_with_error (ShimwatchTtrpc *self,
+                              GError         *reason);
+
+static void
+fail_pending (ShimwatchTtrpc *self,
+              guint32         stream_id,
+              GError         *error)
+{
+  GTask *task = NULL;
+
+  if (!g_hash_table_steal_extended (self->pending, GUINT_TO_POINTER (stream_id), NULL,
+                                    (gpointer *) &task))
+    {
+      g_error_free (error);
+      return;
+    }
+  g_task_return_error (task, error);
+  g_object_unref (task);
+}
+
+static void
+close_with_error (ShimwatchTtrpc *self,
+                  GError         *reason)
+{
+  g_autoptr(GError) owned_reason = reason;
+  g_autoptr(GList) tasks = NULL;
+  g_autoptr(GError) close_error = NULL;
+
+  if (self->closed)
+    return;
+  self->closed = TRUE;
+
+  if (self->read_source != NULL)
+    {
+      g_source_destroy (self->read_source);
+      g_clear_pointer (&self->read_source, g_source_unref);
+    }
+  if (self->write_source != NULL)
+    {
+      g_source_destroy (self->write_source);
+      g_clear_pointer (&self->write_source, g_source_unref);
+    }
+  if (!g_io_stream_close (G_IO_STREAM (self->connection), NULL, &close_error))
+    g_debug ("closing ttrpc socket: %s", close_error->message);
+
+  g_debug ("ttrpc connection closed: %s", owned_reason->message);
+
+  /* as the Go client: every pending call fails first, then the on-close callback runs */
+  tasks = g_hash_table_get_values (self->pending);
+  g_hash_table_steal_all (self->pending);
+  for (GList *l = tasks; l != NULL; l = l->next)
+    {
+      GTask *task = l->data;
+
+      g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED,
+                               "ttrpc: closed (%s)", owned_reason->message);
+      g_object_unref (task);
+    }
+
+  g_signal_emit (self, signals[SIGNAL_CLOSED], 0, owned_reason);
+}
+
+static gboolean write_ready_cb (GSocket      *socket,
+                                GIOCondition  condition,
+                                gpointer      user_data);
+
+static void
+flush_output (ShimwatchTtrpc *self)
+{
+  while (self->outbuf->len > 0 && !self->closed)
+    {
+      g_autoptr(GError) error = NULL;
+      gssize n = g_socket_send (self->socket, (const char *) self->outbuf->data,
+                                self->outbuf->len, NULL, &error);
+
+      if (n < 0)
+        {
+          if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            {
+              if (self->write_source == NULL)
+                {
+                  self->write_source = g_socket_create_source (self->socket, G_IO_OUT, NULL);
+                  g_source_set_callback (self->write_source, G_SOURCE_FUNC (write_ready_cb),
+                                         self, NULL);
+                  g_source_attach (self->write_source, NULL);
+                }
+              return;
+            }
+          close_with_error (self, g_error_new (SHIMWATCH_TTRPC_ERROR,
+                                               SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                               "write failed: %s", error->message));
+          return;
+        }
+      g_byte_array_remove_range (self->outbuf, 0, (guint) n);
+    }
+
+  if (self->write_source != NULL)
+    {
+      g_source_destroy (self->write_source);
+      g_clear_pointer (&self->write_source, g_source_unref);
+    }
+}
+
+static gboolean
+write_ready_cb (GSocket      *socket,
+                GIOCondition  condition,
+                gpointer      user_data)
+{
+  ShimwatchTtrpc *self = user_data;
+  g_autoptr(ShimwatchTtrpc) keep = g_object_ref (self);
+
+  g_clear_pointer (&self->write_source, g_source_unref);
+  flush_output (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+queue_frame (ShimwatchTtrpc *self,
+             guint32         stream_id,
+             guint8          type,
+             guint8          flags,
+             GBytes         *body)
+{
+  ShimwatchTtrpcHeader header = { 0, stream_id, type, flags };
+  guint8 raw[SHIMWATCH_TTRPC_HEADER_LENGTH];
+  gsize length;
+  const guint8 *data = g_bytes_get_data (body, &length);
+
+  header.length = (guint32) length;
+  shimwatch_wire_header_encode (&header, raw);
+  g_byte_array_append (self->outbuf, raw, sizeof raw);
+  if (length > 0)
+    g_byte_array_append (self->outbuf, data, (guint) length);
+  flush_output (self);
+}
+
+void
+shimwatch_ttrpc_respond (ShimwatchTtrpc *self,
+                         guint32         stream_id,
+                         int             code,
+                         const char     *message,
+                         GBytes         *payload)
+{
+  g_autoptr(GBytes) body = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  if (self->closed)
+    return;
+  body = shimwatch_wire_encode_response (code, message, payload);
+  if (g_bytes_get_size (body) > SHIMWATCH_TTRPC_MESSAGE_LENGTH_MAX)
+    {
+      g_clear_pointer (&body, g_bytes_unref);
+      body = shimwatch_wire_encode_response (SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                                             "response exceeds the 4 MiB message limit", NULL);
+    }
+  queue_frame (self, stream_id, SHIMWATCH_TTRPC_TYPE_RESPONSE, 0, body);
+}
+
+static void
+handle_response (ShimwatchTtrpc             *self,
+                 const ShimwatchTtrpcHeader *header,
+                 const guint8               *body)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) payload = NULL;
+  g_autofree char *message = NULL;
+  GTask *task;
+  int code;
+
+  task = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (header->stream_id));
+  if (task == NULL)
+    {
+      g_message ("received message on inactive stream %u; dropped", header->stream_id);
+      return;
+    }
+
+  if (!shimwatch_wire_decode_response (body, header->length, &code, &message, &payload, &error))
+    {
+      fail_pending (self, header->stream_id,
+                    g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_PROTOCOL,
+                                 "stream %u: %s", header->stream_id, error->message));
+      return;
+    }
+  if (code != SHIMWATCH_GRPC_OK)
+    {
+      fail_pending (self, header->stream_id,
+                    g_error_new (SHIMWATCH_TTRPC_ERROR, code, "%s", message));
+      return;
+    }
+
+  g_hash_table_steal (self->pending, GUINT_TO_POINTER (header->stream_id));
+  g_task_return_pointer (task, g_steal_pointer (&payload), (GDestroyNotify) g_bytes_unref);
+  g_object_unref (task);
+}
+
+static void
+handle_request (ShimwatchTtrpc             *self,
+                const ShimwatchTtrpcHeader *header,
+                const guint8               *body)
+{
+  g_autoptr(ShimwatchTtrpcRequest) request = NULL;
+  g_autoptr(GError) error = NULL;
+  guint32 sid = header->stream_id;
+
+  /* the same checks as containerd/ttrpc server.go; each answered on the stream */
+  if (sid % 2 == 0)
+    {
+      shimwatch_ttrpc_respond (self, sid, SHIMWATCH_GRPC_INVALID_ARGUMENT,
+                               "StreamID must be odd for client initiated streams", NULL);
+      return;
+    }
+  if (sid <= self->last_request_id)
+    {
+      shimwatch_ttrpc_respond (self, sid, SHIMWATCH_GRPC_INVALID_ARGUMENT,
+                               "StreamID cannot be re-used and must increment", NULL);
+      return;
+    }
+  self->last_request_id = sid;
+
+  if (header->flags & SHIMWATCH_TTRPC_FLAG_REMOTE_OPEN)
+    {
+      shimwatch_ttrpc_respond (self, sid, SHIMWATCH_GRPC_UNIMPLEMENTED,
+                               "streaming requests are not supported", NULL);
+      return;
+    }
+
+  request = shimwatch_wire_decode_request (body, header->length, &error);
+  if (request == NULL)
+    {
+      shimwatch_ttrpc_respond (self, sid, SHIMWATCH_GRPC_INVALID_ARGUMENT, error->message, NULL);
+      return;
+    }
+
+  if (self->handler == NULL)
+    {
+      g_autofree char *text = g_strdup_printf ("service %s", request->service);
+
+      shimwatch_ttrpc_respond (self, sid, SHIMWATCH_GRPC_UNIMPLEMENTED, text, NULL);
+      return;
+    }
+  self->handler (self, sid, request, self->handler_data);
+}
+
+static void
+handle_oversized (ShimwatchTtrpc             *self,
+                  const ShimwatchTtrpcHeader *header)
+{
+  g_message ("stream %u: discarded a %u-byte frame over the %u-byte limit",
+             header->stream_id, header->length, SHIMWATCH_TTRPC_MESSAGE_LENGTH_MAX);
+
+  if (header->type == SHIMWATCH_TTRPC_TYPE_RESPONSE)
+    fail_pending (self, header->stream_id,
+                  g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                               "response of %u bytes exceeds the 4 MiB message limit",
+                               header->length));
+  else if (header->type == SHIMWATCH_TTRPC_TYPE_REQUEST && self->handler != NULL)
+    shimwatch_ttrpc_respond (self, header->stream_id, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                             "message exceeds the 4 MiB message limit", NULL);
+}
+
+static void
+dispatch_frame (ShimwatchTtrpc             *self,
+                const ShimwatchTtrpcHeader *header,
+                const guint8               *body)
+{
+  switch (header->type)
+    {
+    case SHIMWATCH_TTRPC_TYPE_RESPONSE:
+      handle_response (self, header, body);
+      break;
+    case SHIMWATCH_TTRPC_TYPE_REQUEST:
+      if (self->handler != NULL)
+        handle_request (self, header, body);
+      else
+        g_message ("stream %u: request from a server peer; dropped", header->stream_id);
+      break;
+    case SHIMWATCH_TTRPC_TYPE_DATA:
+      /* only unary methods are served: no stream is ever open for data */
+      if (self->handler != NULL)
+        shimwatch_ttrpc_respond (self, header->stream_id, SHIMWATCH_GRPC_INVALID_ARGUMENT,
+                                 "StreamID is no longer active", NULL);
+      else
+        g_message ("stream %u: data frame for an inactive stream; dropped", header->stream_id);
+      break;
+    default:
+      if (self->handler != NULL)
+        shimwatch_ttrpc_respond (self, header->stream_id, SHIMWATCH_GRPC_INVALID_ARGUMENT,
+                                 "unknown message type", NULL);
+      else
+        g_message ("stream %u: frame of unknown type %u; dropped",
+                   header->stream_id, header->type);
+      break;
+    }
+}
+
+static void
+process_input (ShimwatchTtrpc *self)
+{
+  gsize offset = 0;
+
+  while (!self->closed)
+    {
+      ShimwatchTtrpcHeader header;
+      gsize available = self->inbuf->len - offset;
+
+      if (self->skip_remaining > 0)
+        {
+          gsize n = MIN (available, self->skip_remaining);
+
+          offset += n;
+          self->skip_remaining -= n;
+          if (self->skip_remaining > 0)
+            break;
+          handle_oversized (self, &self->skipped_header);
+          continue;
+        }
+
+      if (available < SHIMWATCH_TTRPC_HEADER_LENGTH)
+        break;
+      shimwatch_wire_header_decode (self->inbuf->data + offset, &header);
+      if (header.length > SHIMWATCH_TTRPC_MESSAGE_LENGTH_MAX)
+        {
+          offset += SHIMWATCH_TTRPC_HEADER_LENGTH;
+          self->skipped_header = header;
+          self->skip_remaining = header.length;
+          continue;
+        }
+      if (available < SHIMWATCH_TTRPC_HEADER_LENGTH + (gsize) header.length)
+        break;
+
+      dispatch_frame (self, &header, self->inbuf->data + offset + SHIMWATCH_TTRPC_HEADER_LENGTH);
+      offset += SHIMWATCH_TTRPC_HEADER_LENGTH + header.length;
+    }
+
+  if (!self->closed && offset > 0)
+    g_byte_array_remove_range (self->inbuf, 0, (guint) offset);
+}
+
+static gboolean
+read_ready_cb (GSocket      *socket,
+               GIOCondition  condition,
+               gpointer      user_data)
+{
+  ShimwatchTtrpc *self = user_data;
+  g_autoptr(ShimwatchTtrpc) keep = g_object_ref (self);
+  guint8 chunk[READ_CHUNK];
+
+  for (;;)
+    {
+      g_autoptr(GError) error = NULL;
+      gssize n = g_socket_receive (self->socket, (char *) chunk, sizeof chunk, NULL, &error);
+
+      if (n == 0)
+        {
+          close_with_error (self, g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                       SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                       "end of stream"));
+          return G_SOURCE_REMOVE;
+        }
+      if (n < 0)
+        {
+          if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            break;
+          close_with_error (self, g_error_new (SHIMWATCH_TTRPC_ERROR,
+                                               SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                               "read failed: %s", error->message));
+          return G_SOURCE_REMOVE;
+        }
+      g_byte_array_append (self->inbuf, chunk, (guint) n);
+      process_input (self);
+      if (self->closed)
+        return G_SOURCE_REMOVE;
+      if ((gsize) n < sizeof chunk)
+        break;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+void
+shimwatch_ttrpc_start (ShimwatchTtrpc *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  if (self->started || self->closed)
+    return;
+  self->started = TRUE;
+  self->read_source = g_socket_create_source (self->socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (self->read_source, G_SOURCE_FUNC (read_ready_cb), self, NULL);
+  g_source_attach (self->read_source, NULL);
+}
+
+static gboolean
+call_timeout_cb (gpointer user_data)
+{
+  GTask *task = user_data;
+  ShimwatchTtrpc *self = g_task_get_source_object (task);
+  CallData *data = g_task_get_task_data (task);
+
+  g_clear_pointer (&data->timeout_source, g_source_unref);
+  /* the connection stays up; a late answer is dropped as an inactive stream */
+  fail_pending (self, data->stream_id,
+                g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_DEADLINE_EXCEEDED,
+                             "%s: no answer within its deadline", g_task_get_name (task)));
+  return G_SOURCE_REMOVE;
+}
+
+void
+shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
+                            const char          *service,
+                            const char          *method,
+                            GBytes              *payload,
+                            const char          *namespace_,
+                            guint                timeout_ms,
+                            GAsyncReadyCallback  callback,
+                            gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  g_autoptr(GBytes) body = NULL;
+  g_autofree char *name = NULL;
+  CallData *data;
+
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+  g_return_if_fail (service != NULL && method != NULL);
+
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, shimwatch_ttrpc_call_async);
+  name = g_strdup_printf ("/%s/%s", service, method);
+  g_task_set_name (task, name);
+
+  if (self->closed)
+    {
+      g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED,
+                               "ttrpc: closed");
+      return;
+    }
+
+  body = shimwatch_wire_encode_request (service, method, payload,
+                                        (gint64) timeout_ms * G_GINT64_CONSTANT (1000000),
+                                        namespace_);
+  if (g_bytes_get_size (body) > SHIMWATCH_TTRPC_MESSAGE_LENGTH_MAX)
+    {
+      g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                               "%s: request of %zu bytes exceeds the 4 MiB message limit",
+                               name, g_bytes_get_size (body));
+      return;
+    }
+  if (self->next_stream_id > G_MAXUINT32 - 2)
+    {
+      g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                               "%s: stream ids exhausted on this connection", name);
+      return;
+    }
+
+  data = g_new0 (CallData, 1);
+  data->stream_id = self->next_stream_id;
+  self->next_stream_id += 2;
+  g_task_set_task_data (task, data, (GDestroyNotify) call_data_free);
+  if (timeout_ms > 0)
+    {
+      data->timeout_source = g_timeout_source_new (timeout_ms);
+      g_source_set_callback (data->timeout_source, call_timeout_cb, task, NULL);
+      g_source_attach (data->timeout_source, NULL);
+    }
+
+  g_hash_table_insert (self->pending, GUINT_TO_POINTER (data->stream_id), g_object_ref (task));
+  queue_frame (self, data->stream_id, SHIMWATCH_TTRPC_TYPE_REQUEST, 0, body);
+}
+
+GBytes *
+shimwatch_ttrpc_call_finish (ShimwatchTtrpc  *self,
+                             GAsyncResult    *result,
+                             GError         **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+shimwatch_ttrpc_close (ShimwatchTtrpc *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  close_with_error (self, g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                               SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                               "closed locally"));
+}
+
+gboolean
+shimwatch_ttrpc_is_closed (ShimwatchTtrpc *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_TTRPC (self), TRUE);
+  return self->closed;
+}
+
+GCredentials *
+shimwatch_ttrpc_get_peer_credentials (ShimwatchTtrpc *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_TTRPC (self), NULL);
+  return g_socket_get_credentials (self->socket, NULL);
+}
+
+void
+shimwatch_ttrpc_set_request_handler (ShimwatchTtrpc               *self,
+                                     ShimwatchTtrpcRequestHandler  handler,
+                                     gpointer                      user_data,
+                                     GDestroyNotify                destroy)
+{
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  if (self->handler_destroy != NULL)
+    self->handler_destroy (self->handler_data);
+  self->handler = handler;
+  self->handler_data = user_data;
+  self->handler_destroy = destroy;
+}
+
+GSocketAddress *
+shimwatch_ttrpc_parse_address (const char  *address,
+                               GError     **error)
+{
+  const char *path;
+
+  g_return_val_if_fail (address != NULL, NULL);
+
+  if (g_str_has_prefix (address, "unix://"))
+    {
+      path = address + strlen ("unix://");
+      if (*path != '/')
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                       "unix socket address %s is not absolute", address);
+          return NULL;
+        }
+      return g_unix_socket_address_new (path);
+    }
+  if (strstr (address, "://") != NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   "socket address %s: only unix sockets are supported", address);
+      return NULL;
+    }
+  if (*address == '\0')
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                           "empty socket address");
+      return NULL;
+    }
+  /* Linux shims: an address without unix:// names an abstract socket */
+  return g_unix_socket_address_new_with_type (address, -1, G_UNIX_SOCKET_ADDRESS_ABSTRACT);
+}
+
+static void
+connect_cb (GObject      *source,
+            GAsyncResult *result,
+            gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  g_autoptr(GError) error = NULL;
+  GSocketConnection *connection;
+
+  connection = g_socket_client_connect_finish (G_SOCKET_CLIENT (source), result, &error);
+  if (connection == NULL)
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  g_task_return_pointer (task, shimwatch_ttrpc_new (connection), g_object_unref);
+  g_object_unref (connection);
+}
+
+void
+shimwatch_ttrpc_connect_async (const char          *address,
+                               GCancellable        *cancellable,
+                               GAsyncReadyCallback  callback,
+                               gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+  g_autoptr(GSocketClient) client = NULL;
+  g_autoptr(GSocketAddress) socket_address = NULL;
+  GError *error = NULL;
+
+  g_task_set_source_tag (task, shimwatch_ttrpc_connect_async);
+  socket_address = shimwatch_ttrpc_parse_address (address, &error);
+  if (socket_address == NULL)
+    {
+      g_task_return_error (task, error);
+      return;
+    }
+  client = g_socket_client_new ();
+  g_socket_client_connect_async (client, G_SOCKET_CONNECTABLE (socket_address), cancellable,
+                                 connect_cb, g_steal_pointer (&task));
+}
+
+ShimwatchTtrpc *
+shimwatch_ttrpc_connect_finish (GAsyncResult  *result,
+                                GError       **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+ShimwatchTtrpc *
+shimwatch_ttrpc_new (GSocketConnection *connection)
+{
+  ShimwatchTtrpc *self;
+
+  g_return_val_if_fail (G_IS_SOCKET_CONNECTION (connection), NULL);
+
+  self = g_object_new (SHIMWATCH_TYPE_TTRPC, NULL);
+  self->connection = g_object_ref (connection);
+  self->socket = g_object_ref (g_socket_connection_get_socket (connection));
+  g_socket_set_blocking (self->socket, FALSE);
+  return self;
+}
+
+static void
+shimwatch_ttrpc_dispose (GObject *object)
+{
+  ShimwatchTtrpc *self = SHIMWATCH_TTRPC (object);
+
+  if (self->connection != NULL && !self->closed)
+    close_with_error (self, g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                 SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                 "connection released"));
+  shimwatch_ttrpc_set_request_handler (self, NULL, NULL, NULL);
+  g_clear_object (&self->socket);
+  g_clear_object (&self->connection);
+
+  G_OBJECT_CLASS (shimwatch_ttrpc_parent_class)->dispose (object);
+}
+
+static void
+shimwatch_ttrpc_finalize (GObject *object)
+{
+  ShimwatchTtrpc *self = SHIMWATCH_TTRPC (object);
+
+  g_byte_array_unref (self->inbuf);
+  g_byte_array_unref (self->outbuf);
+  g_hash_table_unref (self->pending);
+
+  G_OBJECT_CLASS (shimwatch_ttrpc_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_ttrpc_class_init (ShimwatchTtrpcClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = shimwatch_ttrpc_dispose;
+  object_class->finalize = shimwatch_ttrpc_finalize;
+
+  /**
+   * ShimwatchTtrpc::closed:
+   * @reason: why the connection ended
+   *
+   * Emitted exactly once, whatever ended the connection, after every pending call failed.
+   */
+  signals[SIGNAL_CLOSED] = g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                         0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
+}
+
+static void
+shimwatch_ttrpc_init (ShimwatchTtrpc *self)
+{
+  self->inbuf = g_byte_array_new ();
+  self->outbuf = g_byte_array_new ();
+  self->next_stream_id = 1;
+  self->pending = g_hash_table_new (g_direct_hash, g_direct_equal);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchTtrpc: one ttrpc connection on the GLib main loop. It can make unary calls
+ * (client role) and answer requests (server role, with a request handler). However the
+ * connection ends (EOF, reset, read or write error, protocol-level fatal error, local
+ * close), every pending call fails with SHIMWATCH_TTRPC_ERROR_CLOSED and the "closed"
+ * signal is emitted exactly once.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-wire.h"
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_TTRPC_ERROR (shimwatch_ttrpc_error_quark ())
+/* Codes 0–16 are the gRPC status the peer answered (ShimwatchGrpcCode); a local deadline
+ * is SHIMWATCH_GRPC_DEADLINE_EXCEEDED, an oversized frame SHIMWATCH_GRPC_RESOURCE_EXHAUSTED.
+ * The codes below are local conditions. */
+typedef enum {
+  SHIMWATCH_TTRPC_ERROR_CLOSED   = 100, /* "ttrpc: closed": the connection ended */
+  SHIMWATCH_TTRPC_ERROR_PROTOCOL = 101, /* the peer sent something we cannot decode */
+} ShimwatchTtrpcError;
+GQuark shimwatch_ttrpc_error_quark (void);
+
+#define SHIMWATCH_TYPE_TTRPC (shimwatch_ttrpc_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchTtrpc, shimwatch_ttrpc, SHIMWATCH, TTRPC, GObject)
+
+/* Server role: called for every valid unary request; answer with shimwatch_ttrpc_respond(). */
+typedef void (*ShimwatchTtrpcRequestHandler) (ShimwatchTtrpc        *ttrpc,
+                                              guint32                stream_id,
+                                              ShimwatchTtrpcRequest *request,
+                                              gpointer               user_data);
+
+ShimwatchTtrpc *shimwatch_ttrpc_new                 (GSocketConnection            *connection);
+void            shimwatch_ttrpc_connect_async       (const char                   *address,
+                                                     GCancellable                 *cancellable,
+                                                     GAsyncReadyCallback           callback,
+                                                     gpointer                      user_data);
+ShimwatchTtrpc *shimwatch_ttrpc_connect_finish      (GAsyncResult                 *result,
+                                                     GError                      **error);
+GSocketAddress *shimwatch_ttrpc_parse_address       (const char                   *address,
+                                                     GError                      **error);
+
+void            shimwatch_ttrpc_set_request_handler (ShimwatchTtrpc               *self,
+                                                     ShimwatchTtrpcRequestHandler  handler,
+                                                     gpointer                      user_data,
+                                                     GDestroyNotify                destroy);
+void            shimwatch_ttrpc_start               (ShimwatchTtrpc               *self);
+
+void            shimwatch_ttrpc_call_async          (ShimwatchTtrpc               *self,
+                                                     const char                   *service,
+                                                     const char                   *method,
+                                                     GBytes                       *payload,
+                                                     const char                   *namespace_,
+                                                     guint                         timeout_ms,
+                                                     GAsyncReadyCallback           callback,
+                                                     gpointer                      user_data);
+GBytes         *shimwatch_ttrpc_call_finish         (ShimwatchTtrpc               *self,
+                                                     GAsyncResult                 *result,
+                                                     GError                      **error);
+
+void            shimwatch_ttrpc_respond             (ShimwatchTtrpc               *self,
+                                                     guint32                       stream_id,
+                                                     int                           code,
+                                                     const char                   *message,
+                                                     GBytes                       *payload);
+
+void            shimwatch_ttrpc_close               (ShimwatchTtrpc               *self);
+gboolean        shimwatch_ttrpc_is_closed           (ShimwatchTtrpc               *self);
+GCredentials   *shimwatch_ttrpc_get_peer_credentials (ShimwatchTtrpc              *self);
+
+G_END_DECLS
