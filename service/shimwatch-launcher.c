@@ -312,7 +312,7 @@ run_shim_action (ShimwatchLauncher   *self,
   g_autoptr(GError) error = NULL;
   GTask *task = g_task_new (self, NULL, callback, user_data);
   RunData *data = g_new0 (RunData, 1);
-  g_autofree char *bundle_arg = NULL;
+  g_autoptr(GBytes) empty = NULL;
   const char *argv[16];
   guint n = 0;
 
@@ -357,8 +357,10 @@ run_shim_action (ShimwatchLauncher   *self,
   g_source_set_callback (data->timeout_source, run_timeout_cb, data, NULL);
   g_source_attach (data->timeout_source, NULL);
 
-  g_subprocess_communicate_async (data->process, stdin_bytes, data->timeout_cancellable,
-                                  communicate_cb, g_object_ref (task));
+  /* an empty buffer closes the shim's stdin at once (delete gets nothing on stdin) */
+  empty = g_bytes_new_static ("", 0);
+  g_subprocess_communicate_async (data->process, stdin_bytes != NULL ? stdin_bytes : empty,
+                                  data->timeout_cancellable, communicate_cb, g_object_ref (task));
   return task;
 }
 
@@ -399,6 +401,7 @@ start_connect_rpc_cb (GObject      *source,
   StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
   RunData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
+  g_autofree char *pid_text = NULL;
   ShimwatchShimHandle *handle = state->handle;
 
   if (!shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result,
@@ -409,10 +412,11 @@ start_connect_rpc_cb (GObject      *source,
                                data->namespace_, data->id, handle->address, error->message);
       return;
     }
+  pid_text = g_strdup_printf ("%u", handle->shim_pid);
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_INFO,
                     SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
                     SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
-                    SHIMWATCH_LOG_FIELD_SHIM_PID, "%u", handle->shim_pid,
+                    SHIMWATCH_LOG_FIELD_SHIM_PID, pid_text,
                     "MESSAGE", "shim for %s/%s started: pid %u, %s, task API v%d",
                     data->namespace_, data->id, handle->shim_pid, handle->address,
                     shimwatch_task_client_get_version (handle->client));

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "shimwatch-test-util.h"
+
+char *
+shimwatch_test_real_shim_skip_reason (void)
+{
+  const char *programs[] = { "containerd-shim-runc-v2", "runc", "busybox" };
+
+  if (geteuid () != 0)
+    return g_strdup ("real shims need root (runc creates namespaces and cgroups)");
+  for (guint i = 0; i < G_N_ELEMENTS (programs); i++)
+    {
+      g_autofree char *path = g_find_program_in_path (programs[i]);
+
+      if (path == NULL)
+        return g_strdup_printf ("%s is not installed (Debian packages containerd, runc, "
+                                "busybox-static)", programs[i]);
+    }
+  if (access ("/sys/fs/cgroup", W_OK) != 0)
+    return g_strdup ("/sys/fs/cgroup is not writable");
+  return NULL;
+}
+
+static gboolean
+make_rootfs (const char  *dir,
+             GError     **error)
+{
+  const char *dirs[] = { "bin", "proc", "dev", "sys", "tmp", "etc" };
+  const char *applets[] = { "sh", "sleep", "ls", "cat", "ps", "echo", "true", "kill", "exit" };
+  g_autofree char *rootfs = g_build_filename (dir, "rootfs", NULL);
+  g_autofree char *busybox = g_build_filename (rootfs, "bin", "busybox", NULL);
+  g_autofree char *source = g_find_program_in_path ("busybox");
+  g_autoptr(GFile) from = NULL;
+  g_autoptr(GFile) to = NULL;
+
+  if (g_file_test (busybox, G_FILE_TEST_EXISTS))
+    return TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      g_autofree char *d = g_build_filename (rootfs, dirs[i], NULL);
+
+      g_mkdir_with_parents (d, 0755);
+    }
+  from = g_file_new_for_path (source);
+  to = g_file_new_for_path (busybox);
+  if (!g_file_copy (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, error))
+    return FALSE;
+  g_chmod (busybox, 0755);
+  for (guint i = 0; i < G_N_ELEMENTS (applets); i++)
+    {
+      g_autofree char *link = g_build_filename (rootfs, "bin", applets[i], NULL);
+
+      if (symlink ("busybox", link) != 0 && errno != EEXIST)
+        {
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "symlink %s: %s", link,
+                       g_strerror (errno));
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+char *
+shimwatch_test_make_bundle (const char          *dir,
+                            const char          *name,
+                            const char * const  *argv,
+                            const char          *cgroups_path,
+                            GError             **error)
+{
+  g_autofree char *bundle = g_build_filename (dir, name, NULL);
+  g_autofree char *config_path = g_build_filename (bundle, "config.json", NULL);
+  g_autofree char *rootfs = g_build_filename (dir, "rootfs", NULL);
+  g_autofree char *spec_out = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autoptr(JsonArray) args = json_array_new ();
+  g_autoptr(JsonArray) env = json_array_new ();
+  JsonObject *config;
+  JsonObject *process;
+  JsonObject *linux_;
+  int status;
+  const char *spec_argv[] = { "runc", "spec", "--bundle", bundle, NULL };
+
+  if (!make_rootfs (dir, error))
+    return NULL;
+  g_mkdir_with_parents (bundle, 0755);
+  g_unlink (config_path);
+  if (!g_spawn_sync (NULL, (char **) spec_argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL,
+                     &spec_out, &status, error) ||
+      !g_spawn_check_wait_status (status, error))
+    return NULL;
+  if (!json_parser_load_from_file (parser, config_path, error))
+    return NULL;
+
+  /* protocol.md §8.2: no image, so PATH must be set; no terminal; our own cgroup */
+  config = json_node_get_object (json_parser_get_root (parser));
+  process = json_object_get_object_member (config, "process");
+  for (guint i = 0; argv[i] != NULL; i++)
+    json_array_add_string_element (args, argv[i]);
+  json_array_add_string_element (env, "PATH=/bin");
+  json_object_set_array_member (process, "args", json_array_ref (args));
+  json_object_set_array_member (process, "env", json_array_ref (env));
+  json_object_set_boolean_member (process, "terminal", FALSE);
+  json_object_set_string_member (json_object_get_object_member (config, "root"), "path", rootfs);
+  json_object_set_boolean_member (json_object_get_object_member (config, "root"), "readonly", TRUE);
+  linux_ = json_object_get_object_member (config, "linux");
+  json_object_set_string_member (linux_, "cgroupsPath", cgroups_path);
+
+  json_generator_set_root (generator, json_parser_get_root (parser));
+  if (!json_generator_to_file (generator, config_path, error))
+    return NULL;
+  return g_steal_pointer (&bundle);
+}
+
+void
+shimwatch_test_store_result (GObject      *source,
+                             GAsyncResult *result,
+                             gpointer      user_data)
+{
+  GAsyncResult **out = user_data;
+
+  g_assert_null (*out);
+  *out = g_object_ref (result);
+}
+
+void
+shimwatch_test_wait_result (GAsyncResult **result,
+                            guint          timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+
+  while (*result == NULL)
+    {
+      if (g_get_monotonic_time () > deadline)
+        g_error ("no result within %u ms", timeout_ms);
+      g_main_context_iteration (NULL, FALSE);
+      if (*result == NULL)
+        g_usleep (500);
+    }
+}
+
+gboolean
+shimwatch_test_wait_until (gboolean (*predicate) (gpointer),
+                           gpointer   data,
+                           guint      timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+
+  while (!predicate (data))
+    {
+      if (g_get_monotonic_time () > deadline)
+        return FALSE;
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (500);
+    }
+  return TRUE;
+}
+
+gboolean
+shimwatch_test_process_is_dead (guint32 pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%u/stat", pid);
+  g_autofree char *stat = NULL;
+  const char *state;
+
+  if (pid == 0)
+    return TRUE;
+  if (!g_file_get_contents (path, &stat, NULL, NULL))
+    return TRUE;
+  /* "pid (comm) S ...": comm may contain spaces and parentheses, state follows the last ')' */
+  state = strrchr (stat, ')');
+  return state != NULL && (state[2] == 'Z' || state[2] == 'X');
+}
+
+void
+shimwatch_test_remove_tree (const char *path)
+{
+  const char *argv[] = { "rm", "-rf", "--one-file-system", path, NULL };
+
+  if (path != NULL && g_path_is_absolute (path) && strlen (path) > 5)
+    g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
+                  NULL, NULL, NULL, NULL, NULL, NULL);
+}
+
+void
+shimwatch_test_remove_cgroup (const char *cgroups_path)
+{
+  g_autoptr(GDir) dir = g_dir_open ("/sys/fs/cgroup", 0, NULL);
+  const char *controller;
+
+  /* runc never removes parent cgroups: remove the (empty) leaf and its parent */
+  while (dir != NULL && (controller = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *leaf = g_build_filename ("/sys/fs/cgroup", controller, cgroups_path, NULL);
+      g_autofree char *parent = g_path_get_dirname (leaf);
+
+      g_rmdir (leaf);
+      g_rmdir (parent);
+    }
+}
+
+char *
+shimwatch_test_shim_socket_path (const char *address,
+                                 const char *namespace_,
+                                 const char *id)
+{
+  g_autofree char *key = g_build_filename (address, namespace_, id, NULL);
+  g_autofree char *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, key, -1);
+
+  return g_build_filename ("/run/containerd/s", hash, NULL);
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The launcher and ttrpc client against shimwatch-test-shim, for what the real shim cannot
+ * produce: garbage and oversized frames, a Connect that never answers, a connection that
+ * closes on the first request, a `delete` that hangs past its timeout, broken `start`
+ * output. Each must end in a clear error within its deadline, never a crash or a stuck
+ * main loop. Also: bad runtime names and bundle paths change nothing.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-error.h"
+#include "shimwatch-events-server.h"
+#include "shimwatch-launcher.h"
+#include "shimwatch-test-util.h"
+
+#define NS      "swfault"
+#define RUNTIME "io.shimwatch.test.v1"
+
+typedef struct {
+  char                  *dir;
+  char                  *runtime_dir;
+  char                  *bundle;
+  char                  *task_dir;
+  char                  *shim_binary;
+  ShimwatchEventsServer *events;
+  ShimwatchLauncher     *launcher;
+} Fixture;
+
+static void
+fixture_setup (Fixture       *fx,
+               gconstpointer  data)
+{
+  const char *test_shim = g_getenv ("SHIMWATCH_TEST_SHIM");
+  g_autofree char *events_path = NULL;
+  g_autofree char *link = NULL;
+  g_autoptr(GError) error = NULL;
+  const char *runtime_dirs[2] = { NULL, NULL };
+  ShimwatchLauncherConfig config = { 0 };
+
+  g_assert_nonnull (test_shim);
+  fx->dir = g_dir_make_tmp ("swfault-XXXXXX", &error);
+  g_assert_no_error (error);
+
+  /* the test shim is a runtime like any other: containerd-shim-test-v1 in a runtime dir */
+  fx->runtime_dir = g_build_filename (fx->dir, "runtimes", NULL);
+  g_mkdir (fx->runtime_dir, 0755);
+  link = g_build_filename (fx->runtime_dir, "containerd-shim-test-v1", NULL);
+  g_assert_no_errno (symlink (test_shim, link));
+
+  fx->bundle = g_build_filename (fx->dir, "bundle", NULL);
+  g_mkdir (fx->bundle, 0755);
+  fx->task_dir = g_build_filename (fx->dir, "tasks", NS, "t1", NULL);
+
+  events_path = g_build_filename (fx->dir, "events.sock", NULL);
+  fx->events = shimwatch_events_server_new (events_path, &error);
+  g_assert_no_error (error);
+  runtime_dirs[0] = fx->runtime_dir;
+  config.runtime_dirs = runtime_dirs;
+  config.shim_address = fx->dir;
+  config.ttrpc_address = events_path;
+  config.runc_root = fx->dir;
+  config.start_timeout_ms = 2000;
+  config.connect_timeout_ms = 300;
+  fx->launcher = shimwatch_launcher_new (&config);
+  fx->shim_binary = shimwatch_launcher_resolve_runtime (fx->launcher, RUNTIME, &error);
+  g_assert_no_error (error);
+}
+
+static void
+kill_task_dir_processes (const char *task_dir)
+{
+  g_autoptr(GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+
+  /* the test shim's server and container run with the task dir as cwd */
+  while (proc != NULL && (name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *cwd_link = g_build_filename ("/proc", name, "cwd", NULL);
+      g_autofree char *cwd = g_file_read_link (cwd_link, NULL);
+
+      if (cwd != NULL && g_str_equal (cwd, task_dir) && g_ascii_isdigit (name[0]))
+        kill ((pid_t) g_ascii_strtoll (name, NULL, 10), SIGKILL);
+    }
+}
+
+static void
+fixture_teardown (Fixture       *fx,
+                  gconstpointer  data)
+{
+  g_autofree char *init_pid = NULL;
+  g_autofree char *pid_path = g_build_filename (fx->task_dir, "init.pid", NULL);
+
+  if (g_file_get_contents (pid_path, &init_pid, NULL, NULL))
+    kill ((pid_t) g_ascii_strtoll (init_pid, NULL, 10), SIGKILL);
+  kill_task_dir_processes (fx->task_dir);
+  g_clear_object (&fx->launcher);
+  g_clear_object (&fx->events);
+  shimwatch_test_remove_tree (fx->dir);
+  g_free (fx->dir);
+  g_free (fx->runtime_dir);
+  g_free (fx->bundle);
+  g_free (fx->task_dir);
+  g_free (fx->shim_binary);
+}
+
+static void
+prepare (Fixture    *fx,
+         const char *mode)
+{
+  g_autofree char *config_path = g_build_filename (fx->bundle, "config.json", NULL);
+  g_autofree char *config = g_strdup_printf (
+    "{\"process\":{\"args\":[\"sleep\",\"100000\"]},\"root\":{\"path\":\"rootfs\"},"
+    "\"annotations\":{\"org.shimwatch.test.mode\":\"%s\"}}", mode);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (g_file_set_contents (config_path, config, -1, NULL));
+  g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, fx->bundle,
+                                                      fx->shim_binary, &error));
+  g_assert_no_error (error);
+}
+
+/* start the shim in the given mode and return the error it must end in */
+static GError *
+start_expecting_failure (Fixture    *fx,
+                         const char *mode,
+                         gint64     *elapsed_ms)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(ShimwatchShimHandle) handle = NULL;
+  GError *error = NULL;
+  gint64 started;
+
+  prepare (fx, mode);
+  started = g_get_monotonic_time ();
+  shimwatch_launcher_start_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir,
+                                  shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 10000);
+  handle = shimwatch_launcher_start_finish (fx->launcher, result, &error);
+  if (elapsed_ms != NULL)
+    *elapsed_ms = (g_get_monotonic_time () - started) / 1000;
+  g_assert_null (handle);
+  g_assert_nonnull (error);
+  g_test_message ("%s: %s", mode, error->message);
+  return error;
+}
+
+static void
+test_normal (Fixture       *fx,
+             gconstpointer  data)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(ShimwatchShimHandle) handle = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchCreateParams params = { "t1", NULL, NULL, NULL, NULL, FALSE, NULL };
+  guint32 pid = 0;
+
+  /* the control case: the same harness with a well-behaved shim works end to end */
+  prepare (fx, "normal");
+  shimwatch_launcher_start_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir,
+                                  shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 10000);
+  handle = shimwatch_launcher_start_finish (fx->launcher, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (handle->shim_pid, >, 0);
+  g_clear_object (&result);
+
+  params.bundle = fx->task_dir;
+  shimwatch_task_client_create_async (handle->client, &params, 2000,
+                                      shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 5000);
+  g_assert_true (shimwatch_task_client_create_finish (handle->client, result, &pid, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (pid, >, 0);
+}
+
+static void
+test_garbage_frames (Fixture       *fx,
+                     gconstpointer  data)
+{
+  g_autoptr(GError) error = start_expecting_failure (fx, "garbage", NULL);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "does not answer Connect"));
+  g_assert_nonnull (strstr (error->message, "do not decode as a ttrpc Response"));
+}
+
+static void
+test_oversize_frame (Fixture       *fx,
+                     gconstpointer  data)
+{
+  g_autoptr(GError) error = start_expecting_failure (fx, "oversize", NULL);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "exceeds the 4 MiB message limit"));
+}
+
+static void
+test_connect_never_answers (Fixture       *fx,
+                            gconstpointer  data)
+{
+  gint64 elapsed_ms;
+  g_autoptr(GError) error = start_expecting_failure (fx, "hang-connect", &elapsed_ms);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "no answer within its deadline"));
+  /* the 300 ms Connect deadline, not a hang */
+  g_assert_cmpint (elapsed_ms, <, 3000);
+}
+
+static void
+test_close_on_request (Fixture       *fx,
+                       gconstpointer  data)
+{
+  g_autoptr(GError) error = start_expecting_failure (fx, "close-on-request", NULL);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "ttrpc: closed"));
+}
+
+static void
+test_start_fails (Fixture       *fx,
+                  gconstpointer  data)
+{
+  g_autoptr(GError) error = start_expecting_failure (fx, "fail-start", NULL);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "exit status 1"));
+  g_assert_nonnull (strstr (error->message, "start failed on purpose"));
+}
+
+static void
+test_start_prints_garbage (Fixture       *fx,
+                           gconstpointer  data)
+{
+  g_autoptr(GError) error = start_expecting_failure (fx, "bad-start", NULL);
+
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
+  g_assert_nonnull (strstr (error->message, "neither an address"));
+}
+
+static void
+test_delete_hangs (Fixture       *fx,
+                   gconstpointer  data)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchExit exit_info = { 0 };
+  gint64 started;
+  gint64 elapsed_ms;
+
+  prepare (fx, "hang-delete");
+  started = g_get_monotonic_time ();
+  shimwatch_launcher_delete_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir, 300,
+                                   shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 5000);
+  elapsed_ms = (g_get_monotonic_time () - started) / 1000;
+  g_assert_false (shimwatch_launcher_delete_finish (fx->launcher, result, &exit_info, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
+  g_assert_nonnull (strstr (error->message, "killed"));
+  g_assert_cmpint (elapsed_ms, >=, 290);
+  g_assert_cmpint (elapsed_ms, <, 2000);
+}
+
+static void
+test_bad_runtime_names (Fixture       *fx,
+                        gconstpointer  data)
+{
+  const char *bad[] = { "/usr/bin/containerd-shim-runc-v2", "../../bin/sh", "io.containerd.nope.v9",
+                        "", "runc", "io..x.v1", "io.containerd.runc.v2/" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autofree char *path = shimwatch_launcher_resolve_runtime (fx->launcher, bad[i], &error);
+
+      g_assert_null (path);
+      g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+    }
+}
+
+static void
+test_bad_bundles (Fixture       *fx,
+                  gconstpointer  data)
+{
+  g_autofree char *no_config = g_build_filename (fx->dir, "empty", NULL);
+  g_autoptr(GError) error = NULL;
+  const char *bad[] = { "relative/bundle", "", "/nonexistent/bundle" };
+
+  g_mkdir (no_config, 0755);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bad[i],
+                                                           fx->shim_binary, &error));
+      g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+      g_clear_error (&error);
+    }
+  g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, no_config,
+                                                       fx->shim_binary, &error));
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* nothing was created for any of them */
+  g_assert_false (g_file_test (fx->task_dir, G_FILE_TEST_EXISTS));
+
+  /* a second task with the same directory is refused, the first one untouched */
+  prepare (fx, "normal");
+  g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, fx->bundle,
+                                                       fx->shim_binary, &error));
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_ALREADY_EXISTS);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  signal (SIGPIPE, SIG_IGN);
+
+#define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+  ADD ("/shim-faults/normal", test_normal);
+  ADD ("/shim-faults/garbage-frames", test_garbage_frames);
+  ADD ("/shim-faults/oversize-frame", test_oversize_frame);
+  ADD ("/shim-faults/connect-never-answers", test_connect_never_answers);
+  ADD ("/shim-faults/close-on-request", test_close_on_request);
+  ADD ("/shim-faults/start-fails", test_start_fails);
+  ADD ("/shim-faults/start-prints-garbage", test_start_prints_garbage);
+  ADD ("/shim-faults/delete-hangs", test_delete_hangs);
+  ADD ("/shim-faults/bad-runtime-names", test_bad_runtime_names);
+  ADD ("/shim-faults/bad-bundles", test_bad_bundles);
+#undef ADD
+  return g_test_run ();
+}
