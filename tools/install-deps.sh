@@ -1,0 +1,34 @@
+#!/bin/bash
+# Install what shimwatch needs to build, test and run on Debian 12, and nothing that is
+# already there. Run as root. (test-harness.md §1: no policykit-1, no polkitd-pkla,
+# never dbus-broker.)
+set -euo pipefail
+
+packages=(
+  gcc pkg-config meson ninja-build gettext
+  libglib2.0-dev libglib2.0-bin libjson-glib-dev libprotobuf-c-dev protobuf-c-compiler
+  libpolkit-gobject-1-dev polkitd dbus-daemon dbus-bin
+  python3 python3-gi python3-dbus python3-dbusmock
+  containerd runc busybox-static
+  libxml2-utils valgrind util-linux procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root to install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
