@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchCleanup"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+#include <glib-unix.h>
+
+#include "shimwatch-cleanup.h"
+#include "shimwatch-names.h"
+
+#define KILL_WAIT_MS 2000
+
+struct _ShimwatchCleanup
+{
+  GObject            parent_instance;
+
+  ShimwatchLauncher *launcher;
+  guint              max_concurrent;
+  guint              n_deleting;
+  guint              n_running;
+  GQueue             waiting;      /* GTask waiting for a delete slot */
+};
+
+G_DEFINE_TYPE (ShimwatchCleanup, shimwatch_cleanup, G_TYPE_OBJECT)
+
+ShimwatchCleanupRequest *
+shimwatch_cleanup_request_new (void)
+{
+  ShimwatchCleanupRequest *request = g_new0 (ShimwatchCleanupRequest, 1);
+
+  request->pidfd = -1;
+  return request;
+}
+
+void
+shimwatch_cleanup_request_free (ShimwatchCleanupRequest *request)
+{
+  if (request == NULL)
+    return;
+  g_free (request->namespace_);
+  g_free (request->id);
+  g_free (request->task_dir);
+  g_free (request->shim_binary);
+  g_free (request->socket_path);
+  g_free (request->runc_state_dir);
+  if (request->pidfd >= 0)
+    close (request->pidfd);
+  g_free (request);
+}
+
+void
+shimwatch_cleanup_result_free (ShimwatchCleanupResult *result)
+{
+  if (result == NULL)
+    return;
+  g_free (result->delete_error);
+  g_free (result);
+}
+
+typedef struct {
+  ShimwatchCleanupRequest    *request;
+  ShimwatchCleanupResult     *result;
+  ShimwatchCleanupKilledFunc  killed;
+  gpointer                    killed_data;
+  guint                       pidfd_watch;
+  guint                       kill_timeout;
+  gboolean                    holds_slot;
+} RunData;
+
+static void
+run_data_free (RunData *data)
+{
+  g_clear_handle_id (&data->pidfd_watch, g_source_remove);
+  g_clear_handle_id (&data->kill_timeout, g_source_remove);
+  shimwatch_cleanup_request_free (data->request);
+  shimwatch_cleanup_result_free (data->result);
+  g_free (data);
+}
+
+static void
+log_step (const ShimwatchCleanupRequest *request,
+          GLogLevelFlags                 level,
+          const char                    *format,
+          ...) G_GNUC_PRINTF (3, 4);
+
+static void
+log_step (const ShimwatchCleanupRequest *request,
+          GLogLevelFlags                 level,
+          const char                    *format,
+          ...)
+{
+  g_autofree char *text = NULL;
+  va_list args;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_log_structured (G_LOG_DOMAIN, level,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, request->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, request->id,
+                    "MESSAGE", "%s/%s: %s", request->namespace_, request->id, text);
+}
+
+/* -- step 3, in a worker thread -------------------------------------------------------- */
+
+static gboolean
+remove_tree_at (int          parent_fd,
+                const char  *name,
+                GError     **error)
+{
+  struct stat st;
+  int fd;
+  DIR *dir;
+  struct dirent *entry;
+  gboolean ok = TRUE;
+
+  if (fstatat (parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
+                                                  "stat %s: %s", name, g_strerror (errno)), FALSE);
+  if (!S_ISDIR (st.st_mode))
+    {
+      if (unlinkat (parent_fd, name, 0) != 0 && errno != ENOENT)
+        {
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "unlink %s: %s", name,
+                       g_strerror (errno));
+          return FALSE;
+        }
+      return TRUE;
+    }
+
+  /* never cross into another file system (a mount we failed to remove) */
+  fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "open %s: %s", name,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  dir = fdopendir (fd);
+  while (ok && (entry = readdir (dir)) != NULL)
+    {
+      struct stat child;
+
+      if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
+        continue;
+      if (fstatat (dirfd (dir), entry->d_name, &child, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISDIR (child.st_mode) && child.st_dev != st.st_dev)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY, "%s/%s is still a mount point", name,
+                       entry->d_name);
+          ok = FALSE;
+          break;
+        }
+      ok = remove_tree_at (dirfd (dir), entry->d_name, error);
+    }
+  closedir (dir);
+  if (ok && unlinkat (parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rmdir %s: %s", name,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  return ok;
+}
+
+static void
+unmount_under (const char *path)
+{
+  g_autofree char *mountinfo = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_autoptr(GPtrArray) targets = g_ptr_array_new_with_free_func (g_free);
+  gsize prefix_length = strlen (path);
+
+  if (!g_file_get_contents ("/proc/self/mountinfo", &mountinfo, NULL, NULL))
+    return;
+  lines = g_strsplit (mountinfo, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) fields = g_strsplit (lines[i], " ", 6);
+
+      if (g_strv_length (fields) < 5)
+        continue;
+      /* field 5 is the mount point (octal escapes aside, fine for our own paths) */
+      if (strncmp (fields[4], path, prefix_length) == 0 &&
+          (fields[4][prefix_length] == '\0' || fields[4][prefix_length] == '/'))
+        g_ptr_array_add (targets, g_strdup (fields[4]));
+    }
+  /* deepest first */
+  for (guint i = targets->len; i > 0; i--)
+    if (umount2 (g_ptr_array_index (targets, i - 1), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+      g_debug ("umount %s: %s", (char *) g_ptr_array_index (targets, i - 1), g_strerror (errno));
+}
+
+gboolean
+shimwatch_cleanup_remove_task_dir (const char  *task_dir,
+                                   GError     **error)
+{
+  g_autofree char *parent = g_path_get_dirname (task_dir);
+  g_autofree char *base = g_path_get_basename (task_dir);
+  g_autofree char *hidden = g_strconcat (".", base, NULL);
+  g_autofree char *rootfs = g_build_filename (task_dir, "rootfs", NULL);
+  g_autofree char *hidden_path = g_build_filename (parent, hidden, NULL);
+  int parent_fd;
+  gboolean ok;
+
+  /* as containerd's bundle.Delete: unmount the rootfs, rename to .<id>, then delete */
+  unmount_under (rootfs);
+  if (g_rename (task_dir, hidden_path) != 0 && errno != ENOENT)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rename %s: %s", task_dir,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  parent_fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent_fd < 0)
+    return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
+                                                  "open %s: %s", parent, g_strerror (errno)), FALSE);
+  ok = remove_tree_at (parent_fd, hidden, error);
+  close (parent_fd);
+  /* the namespace directory goes when its last task does */
+  g_rmdir (parent);
+  return ok;
+}
+
+static void
+remove_state_thread (GTask        *task,
+                     gpointer      source_object,
+                     gpointer      task_data,
+                     GCancellable *cancellable)
+{
+  RunData *data = task_data;
+  ShimwatchCleanupRequest *request = data->request;
+  g_autoptr(GError) error = NULL;
+  struct stat st;
+
+  /* the runc state goes with the process: never orphan a running container */
+  if (request->runc_state_dir != NULL && data->result->task_killed)
+    {
+      g_autofree char *parent = g_path_get_dirname (request->runc_state_dir);
+      g_autofree char *base = g_path_get_basename (request->runc_state_dir);
+      int fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+      if (fd >= 0)
+        {
+          if (!remove_tree_at (fd, base, &error))
+            log_step (request, G_LOG_LEVEL_WARNING, "runc state %s stays: %s",
+                      request->runc_state_dir, error->message);
+          g_clear_error (&error);
+          close (fd);
+        }
+    }
+
+  if (request->socket_path != NULL && g_lstat (request->socket_path, &st) == 0 &&
+      S_ISSOCK (st.st_mode) && g_unlink (request->socket_path) != 0)
+    log_step (request, G_LOG_LEVEL_WARNING, "cannot remove shim socket %s: %s",
+              request->socket_path, g_strerror (errno));
+
+  /* never before delete, and only when delete worked or the task is dead: the task dir
+   * holds what a later delete (Reap) needs */
+  if (data->result->delete_ok || data->result->task_killed)
+    {
+      data->result->removed = shimwatch_cleanup_remove_task_dir (request->task_dir, &error);
+      if (!data->result->removed)
+        log_step (request, G_LOG_LEVEL_WARNING, "task directory %s stays: %s",
+                  request->task_dir, error->message);
+    }
+  else
+    log_step (request, G_LOG_LEVEL_WARNING,
+              "task directory %s stays for a later Reap: delete failed and the task may live",
+              request->task_dir);
+  g_task_return_boolean (task, TRUE);
+}
+
+/* -- step 2: delete, bounded by the concurrency limit ----------------------------------- */
+
+static void start_next_waiting (ShimwatchCleanup *self);
+
+static void
+release_slot (ShimwatchCleanup *self,
+              RunData          *data)
+{
+  if (!data->holds_slot)
+    return;
+  data->holds_slot = FALSE;
+  self->n_deleting--;
+  start_next_waiting (self);
+}
+
+static void
+remove_state_done_cb (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  ShimwatchCleanup *self = g_task_get_source_object (task);
+  RunData *data = g_task_get_task_data (task);
+
+  release_slot (self, data);
+  self->n_running--;
+  log_step (data->request, G_LOG_LEVEL_INFO, "cleanup finished (delete %s, task dir %s)",
+            data->result->delete_ok ? "ok" : "failed",
+            data->result->removed ? "removed" : "kept");
+  g_task_return_pointer (task, g_steal_pointer (&data->result),
+                         (GDestroyNotify) shimwatch_cleanup_result_free);
+}
+
+static void
+remove_state (GTask *task)
+{
+  g_autoptr(GTask) thread_task = g_task_new (NULL, NULL, remove_state_done_cb, task);
+
+  g_task_set_task_data (thread_task, g_task_get_task_data (task), NULL);
+  g_task_run_in_thread (thread_task, remove_state_thread);
+}
+
+static void
+delete_done_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  data->result->delete_ok = shimwatch_launcher_delete_finish (SHIMWATCH_LAUNCHER (source), result,
+                                                              &data->result->deleted, &error);
+  if (!data->result->delete_ok)
+    {
+      data->result->delete_error = g_strdup (error->message);
+      log_step (data->request, G_LOG_LEVEL_WARNING, "shim delete failed: %s", error->message);
+    }
+  else
+    {
+      /* runc's delete --force killed it if it was still alive */
+      data->result->task_killed = TRUE;
+      log_step (data->request, G_LOG_LEVEL_INFO, "shim delete: pid %u, exit status %u",
+                data->result->deleted.pid, data->result->deleted.exit_status);
+    }
+
+  remove_state (task);
+}
+
+static void
+start_delete (GTask *task)
+{
+  ShimwatchCleanup *self = g_task_get_source_object (task);
+  RunData *data = g_task_get_task_data (task);
+  ShimwatchCleanupRequest *request = data->request;
+
+  data->holds_slot = TRUE;
+  self->n_deleting++;
+  if (request->shim_binary == NULL)
+    {
+      data->result->delete_error = g_strdup ("no shim binary is known for this task");
+      remove_state (task);
+      return;
+    }
+  shimwatch_launcher_delete_async (self->launcher, request->shim_binary, request->namespace_,
+                                   request->id, request->task_dir, request->timeout_ms,
+                                   delete_done_cb, task);
+}
+
+static void
+start_next_waiting (ShimwatchCleanup *self)
+{
+  while (self->n_deleting < self->max_concurrent && !g_queue_is_empty (&self->waiting))
+    start_delete (g_queue_pop_head (&self->waiting));
+}
+
+static void
+queue_delete (GTask *task)
+{
+  ShimwatchCleanup *self = g_task_get_source_object (task);
+  RunData *data = g_task_get_task_data (task);
+
+  if (self->n_deleting >= self->max_concurrent)
+    log_step (data->request, G_LOG_LEVEL_INFO, "waiting for one of %u running cleanups",
+              self->n_deleting);
+  g_queue_push_tail (&self->waiting, task);
+  start_next_waiting (self);
+}
+
+/* -- step 1: kill through the pidfd ---------------------------------------------------- */
+
+static void
+task_dead (GTask   *task,
+           gboolean dead)
+{
+  RunData *data = g_task_get_task_data (task);
+
+  g_clear_handle_id (&data->pidfd_watch, g_source_remove);
+  g_clear_handle_id (&data->kill_timeout, g_source_remove);
+  if (dead)
+    {
+      data->result->task_killed = TRUE;
+      log_step (data->request, G_LOG_LEVEL_INFO, "task process %u is dead",
+                data->request->task_pid);
+      if (data->killed != NULL)
+        data->killed (data->request->task_pid, g_get_real_time (), data->killed_data);
+    }
+  else
+    log_step (data->request, G_LOG_LEVEL_WARNING,
+              "task process %u did not die within %u ms of SIGKILL", data->request->task_pid,
+              KILL_WAIT_MS);
+  queue_delete (task);
+}
+
+static gboolean
+pidfd_ready_cb (int          fd,
+                GIOCondition condition,
+                gpointer     user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+
+  data->pidfd_watch = 0;
+  task_dead (task, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+kill_timeout_cb (gpointer user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+
+  data->kill_timeout = 0;
+  task_dead (task, FALSE);
+  return G_SOURCE_REMOVE;
+}
+
+void
+shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
+                             ShimwatchCleanupRequest    *request,
+                             ShimwatchCleanupKilledFunc  killed,
+                             gpointer                    killed_data,
+                             GAsyncReadyCallback         callback,
+                             gpointer                    user_data)
+{
+  GTask *task;
+  RunData *data;
+
+  g_return_if_fail (SHIMWATCH_IS_CLEANUP (self));
+  g_return_if_fail (request != NULL && request->task_dir != NULL);
+
+  /* deliberately no GCancellable: see the header */
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, shimwatch_cleanup_run_async);
+  data = g_new0 (RunData, 1);
+  data->request = request;
+  data->result = g_new0 (ShimwatchCleanupResult, 1);
+  data->killed = killed;
+  data->killed_data = killed_data;
+  g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
+  self->n_running++;
+  log_step (request, G_LOG_LEVEL_INFO, "cleanup started");
+
+  if (request->kill_task && request->pidfd >= 0)
+    {
+      if (pidfd_send_signal (request->pidfd, SIGKILL, NULL, 0) != 0 && errno != ESRCH)
+        log_step (request, G_LOG_LEVEL_WARNING, "SIGKILL to task process %u: %s",
+                  request->task_pid, g_strerror (errno));
+      /* the pidfd turns readable when the process has exited (zombie or reaped) */
+      data->pidfd_watch = g_unix_fd_add (request->pidfd, G_IO_IN, pidfd_ready_cb, task);
+      data->kill_timeout = g_timeout_add (KILL_WAIT_MS, kill_timeout_cb, task);
+      return;
+    }
+  queue_delete (task);
+}
+
+ShimwatchCleanupResult *
+shimwatch_cleanup_run_finish (ShimwatchCleanup *self,
+                              GAsyncResult     *result)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), NULL);
+}
+
+guint
+shimwatch_cleanup_get_n_running (ShimwatchCleanup *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CLEANUP (self), 0);
+  return self->n_running;
+}
+
+ShimwatchCleanup *
+shimwatch_cleanup_new (ShimwatchLauncher *launcher,
+                       guint              max_concurrent)
+{
+  ShimwatchCleanup *self = g_object_new (SHIMWATCH_TYPE_CLEANUP, NULL);
+
+  self->launcher = g_object_ref (launcher);
+  self->max_concurrent = MAX (max_concurrent, 1);
+  return self;
+}
+
+static void
+shimwatch_cleanup_finalize (GObject *object)
+{
+  ShimwatchCleanup *self = SHIMWATCH_CLEANUP (object);
+
+  g_clear_object (&self->launcher);
+  G_OBJECT_CLASS (shimwatch_cleanup_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_cleanup_class_init (ShimwatchCleanupClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = shimwatch_cleanup_finalize;
+}
+
+static void
+shimwatch_cleanup_init (ShimwatchCleanup *self)
+{
+  g_queue_init (&self->waiting);
+}

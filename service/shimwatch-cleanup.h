@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchCleanup: what happens after a shim's connection closed. One GTask per cleanup
+ * with no GCancellable anywhere: nothing that happens to a caller, a request or the
+ * service can stop it; only its own timeout bounds the `shim delete` it runs
+ * (containerd's context.WithoutCancel + io.containerd.timeout.shim.cleanup).
+ *
+ *  1. if asked: SIGKILL the task's init through its pidfd and wait until it is dead;
+ *     report that at once (the caller emits TaskExit from it, well before delete ends);
+ *  2. run `<shim> delete` in the task directory, at most max_concurrent at a time;
+ *  3. in a worker thread: unmount <task dir>/rootfs, rename the task dir to .<id> and
+ *     delete it, unlink the shim socket file, remove leftover runc state.
+ *
+ * Every step tolerates "already done", so a cleanup can run again over the same state.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-launcher.h"
+#include "shimwatch-wire.h"
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_TYPE_CLEANUP (shimwatch_cleanup_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchCleanup, shimwatch_cleanup, SHIMWATCH, CLEANUP, GObject)
+
+typedef struct {
+  char    *namespace_;
+  char    *id;
+  char    *task_dir;
+  char    *shim_binary;       /* NULL: no shim binary known, skip `delete` */
+  char    *socket_path;       /* shim socket file to unlink, or NULL */
+  char    *runc_state_dir;    /* <runc root>/<ns>/<id> */
+  guint32  task_pid;
+  int      pidfd;             /* owned by the request; -1 if none */
+  gboolean kill_task;         /* SIGKILL the task first (its shim is gone) */
+  guint    timeout_ms;
+} ShimwatchCleanupRequest;
+
+ShimwatchCleanupRequest *shimwatch_cleanup_request_new  (void);
+void                     shimwatch_cleanup_request_free (ShimwatchCleanupRequest *request);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchCleanupRequest, shimwatch_cleanup_request_free)
+
+typedef struct {
+  gboolean      task_killed;  /* step 1 ran and the process is dead */
+  gboolean      delete_ok;    /* `delete` answered with a DeleteResponse */
+  ShimwatchExit deleted;      /* its answer, when delete_ok */
+  char         *delete_error; /* why not, otherwise */
+  gboolean      removed;      /* the task directory is gone */
+} ShimwatchCleanupResult;
+
+void shimwatch_cleanup_result_free (ShimwatchCleanupResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchCleanupResult, shimwatch_cleanup_result_free)
+
+/* called on the main context as soon as the task's process is known dead */
+typedef void (*ShimwatchCleanupKilledFunc) (guint32  pid,
+                                            gint64   when,
+                                            gpointer user_data);
+
+ShimwatchCleanup       *shimwatch_cleanup_new        (ShimwatchLauncher          *launcher,
+                                                      guint                       max_concurrent);
+void                    shimwatch_cleanup_run_async  (ShimwatchCleanup           *self,
+                                                      ShimwatchCleanupRequest    *request,
+                                                      ShimwatchCleanupKilledFunc  killed,
+                                                      gpointer                    killed_data,
+                                                      GAsyncReadyCallback         callback,
+                                                      gpointer                    user_data);
+ShimwatchCleanupResult *shimwatch_cleanup_run_finish (ShimwatchCleanup           *self,
+                                                      GAsyncResult               *result);
+guint                   shimwatch_cleanup_get_n_running (ShimwatchCleanup        *self);
+
+/* the thread part, also usable on its own (unit tests, Reap of leftovers) */
+gboolean shimwatch_cleanup_remove_task_dir (const char  *task_dir,
+                                            GError     **error);
+
+G_END_DECLS

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchConfig: the service's settings, from built-in defaults, the GKeyFile
+ * /etc/shimwatch/shimwatch.conf, systemd's RUNTIME_DIRECTORY / STATE_DIRECTORY and the
+ * command line, in increasing order of precedence.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_CONFIG_GROUP "Service"
+
+typedef struct {
+  char  *runtime_dir;          /* task dirs, events socket, runc root */
+  char  *state_dir;
+  GStrv  runtime_path;         /* where containerd-shim-* binaries may come from */
+  guint  cleanup_timeout_ms;
+  guint  cleanup_concurrency;
+} ShimwatchConfig;
+
+ShimwatchConfig *shimwatch_config_new       (void);
+void             shimwatch_config_free      (ShimwatchConfig  *config);
+gboolean         shimwatch_config_load_file (ShimwatchConfig  *config,
+                                             const char       *path,
+                                             gboolean          must_exist,
+                                             GError          **error);
+void             shimwatch_config_apply_environment (ShimwatchConfig *config);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchConfig, shimwatch_config_free)
+
+G_END_DECLS

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * shimwatchd: supervises containerd runtime-v2 shims and cleans up after any that dies.
+ */
+#define G_LOG_DOMAIN "Shimwatch"
+
+#include "config.h"
+
+#include <locale.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gi18n.h>
+#include <glib-unix.h>
+
+#include "shimwatch-manager.h"
+#include "shimwatch-names.h"
+
+typedef struct {
+  GMainLoop        *loop;
+  ShimwatchManager *manager;
+  GDBusConnection  *connection;
+  gboolean          name_acquired;
+  gboolean          stopping;
+  int               exit_status;
+  gint64            stop_deadline;
+} Daemon;
+
+static gboolean
+wait_for_cleanups_cb (gpointer user_data)
+{
+  Daemon *daemon = user_data;
+  guint pending = shimwatch_manager_get_n_cleanups (daemon->manager);
+
+  /* cleanups run to completion even now, bounded by their own timeouts */
+  if (pending > 0 && g_get_monotonic_time () < daemon->stop_deadline)
+    return G_SOURCE_CONTINUE;
+  if (pending > 0)
+    g_warning ("stopping with %u cleanups unfinished", pending);
+  g_main_loop_quit (daemon->loop);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+stop (Daemon *daemon,
+      int     exit_status)
+{
+  const ShimwatchConfig *config;
+
+  if (daemon->stopping)
+    return;
+  daemon->stopping = TRUE;
+  daemon->exit_status = exit_status;
+  if (daemon->manager == NULL)
+    {
+      g_main_loop_quit (daemon->loop);
+      return;
+    }
+  config = shimwatch_manager_get_config (daemon->manager);
+  g_message ("stopping; supervised shims and their tasks keep running");
+  shimwatch_manager_shutdown (daemon->manager);
+  daemon->stop_deadline = g_get_monotonic_time () +
+                          (gint64) (config->cleanup_timeout_ms + 5000) * 1000;
+  g_timeout_add (50, wait_for_cleanups_cb, daemon);
+  wait_for_cleanups_cb (daemon);
+}
+
+static gboolean
+signal_cb (gpointer user_data)
+{
+  stop (user_data, EXIT_SUCCESS);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+export_manager (Daemon          *daemon,
+                GDBusConnection *connection)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_manager_export (daemon->manager, connection, &error))
+    {
+      g_critical ("cannot export %s: %s", SHIMWATCH_DBUS_PATH, error->message);
+      stop (daemon, EXIT_FAILURE);
+    }
+}
+
+static void
+bus_acquired_cb (GDBusConnection *connection,
+                 const char      *name,
+                 gpointer         user_data)
+{
+  export_manager (user_data, connection);
+}
+
+static void
+name_acquired_cb (GDBusConnection *connection,
+                  const char      *name,
+                  gpointer         user_data)
+{
+  Daemon *daemon = user_data;
+
+  daemon->name_acquired = TRUE;
+  g_message ("shimwatchd %s ready on the bus as %s", PACKAGE_VERSION, name);
+}
+
+static void
+name_lost_cb (GDBusConnection *connection,
+              const char      *name,
+              gpointer         user_data)
+{
+  Daemon *daemon = user_data;
+
+  if (connection == NULL)
+    g_warning ("cannot connect to the message bus");
+  else if (!daemon->name_acquired)
+    g_warning ("cannot own %s: another instance runs, or the bus policy "
+               "(org.shimwatch.Shimwatch1.conf) does not allow this user", name);
+  else
+    g_warning ("lost the bus name %s", name);
+  stop (daemon, EXIT_FAILURE);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autofree char *config_file = NULL;
+  g_autofree char *address = NULL;
+  g_autofree char *runtime_dir = NULL;
+  g_autofree char *state_dir = NULL;
+  gboolean session = FALSE;
+  gboolean verbose = FALSE;
+  gboolean version = FALSE;
+  Daemon daemon = { 0 };
+  guint owner_id;
+  const GOptionEntry entries[] = {
+    { "session", 0, 0, G_OPTION_ARG_NONE, &session,
+      N_("Use the session bus instead of the system bus (development)"), NULL },
+    { "address", 0, 0, G_OPTION_ARG_STRING, &address,
+      N_("Use the message bus at ADDRESS (tests)"), N_("ADDRESS") },
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_file,
+      N_("Read settings from FILE (default: " SHIMWATCH_SYSCONFDIR "/shimwatch/shimwatch.conf)"),
+      N_("FILE") },
+    { "runtime-dir", 0, 0, G_OPTION_ARG_FILENAME, &runtime_dir,
+      N_("Keep task directories and sockets in DIR (default: $RUNTIME_DIRECTORY or /run/shimwatch)"),
+      N_("DIR") },
+    { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &state_dir,
+      N_("Keep state in DIR (default: $STATE_DIRECTORY or /var/lib/shimwatch)"), N_("DIR") },
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, N_("Log debug messages"), NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, N_("Print the version and exit"), NULL },
+    { NULL }
+  };
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+  g_setenv ("GIO_USE_VFS", "local", TRUE);
+
+  context = g_option_context_new (NULL);
+  g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
+  g_option_context_set_summary (context,
+    _("Supervise containerd runtime-v2 shims over ttrpc and clean up after any shim that "
+      "dies: shim delete, task directory, socket and runc state, with TaskExit and "
+      "TaskDelete on the bus exactly once."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      g_printerr (_("Run “%s --help” to see the options.\n"), g_get_prgname ());
+      return 2;
+    }
+  if (version)
+    {
+      g_print ("shimwatchd %s\n", PACKAGE_VERSION);
+      return EXIT_SUCCESS;
+    }
+  if (argc > 1)
+    {
+      g_printerr (_("%s: unexpected argument “%s”\n"), g_get_prgname (), argv[1]);
+      return 2;
+    }
+  if (verbose)
+    g_log_set_debug_enabled (TRUE);
+
+  /* precedence: defaults < config file < systemd's environment < command line */
+  if (!shimwatch_config_load_file (config,
+                                   config_file != NULL ? config_file
+                                                       : SHIMWATCH_SYSCONFDIR "/shimwatch/shimwatch.conf",
+                                   config_file != NULL, &error))
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      return EXIT_FAILURE;
+    }
+  shimwatch_config_apply_environment (config);
+  if (runtime_dir != NULL)
+    {
+      g_free (config->runtime_dir);
+      config->runtime_dir = g_canonicalize_filename (runtime_dir, NULL);
+    }
+  if (state_dir != NULL)
+    {
+      g_free (config->state_dir);
+      config->state_dir = g_canonicalize_filename (state_dir, NULL);
+    }
+
+  signal (SIGPIPE, SIG_IGN);
+  umask (022);
+  if (geteuid () != 0)
+    g_warning ("running as uid %u: real shims and runc need root", (guint) geteuid ());
+
+  daemon.manager = shimwatch_manager_new (config, &error);
+  if (daemon.manager == NULL)
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      return EXIT_FAILURE;
+    }
+  daemon.loop = g_main_loop_new (NULL, FALSE);
+  g_unix_signal_add (SIGTERM, signal_cb, &daemon);
+  g_unix_signal_add (SIGINT, signal_cb, &daemon);
+
+  if (address != NULL)
+    {
+      daemon.connection = g_dbus_connection_new_for_address_sync (
+        address,
+        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+        G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+        NULL, NULL, &error);
+      if (daemon.connection == NULL)
+        {
+          g_printerr ("%s: cannot connect to %s: %s\n", g_get_prgname (), address, error->message);
+          return EXIT_FAILURE;
+        }
+      export_manager (&daemon, daemon.connection);
+      owner_id = g_bus_own_name_on_connection (daemon.connection, SHIMWATCH_DBUS_NAME,
+                                               G_BUS_NAME_OWNER_FLAGS_NONE, name_acquired_cb,
+                                               name_lost_cb, &daemon, NULL);
+    }
+  else
+    owner_id = g_bus_own_name (session ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM,
+                               SHIMWATCH_DBUS_NAME, G_BUS_NAME_OWNER_FLAGS_NONE, bus_acquired_cb,
+                               name_acquired_cb, name_lost_cb, &daemon, NULL);
+
+  g_main_loop_run (daemon.loop);
+
+  g_bus_unown_name (owner_id);
+  if (daemon.connection != NULL)
+    g_dbus_connection_flush_sync (daemon.connection, NULL, NULL);
+  g_clear_object (&daemon.connection);
+  g_clear_object (&daemon.manager);
+  g_main_loop_unref (daemon.loop);
+  return daemon.exit_status;
+}

@@ -1,0 +1,869 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchManager"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-error.h"
+#include "shimwatch-events-server.h"
+#include "shimwatch-manager.h"
+#include "shimwatch-names.h"
+#include "shimwatch-shim.h"
+
+#define RPC_TIMEOUT_MS 10000
+
+struct _ShimwatchManager
+{
+  ShimwatchDbusManagerSkeleton  parent_instance;
+
+  ShimwatchConfig              *config;
+  char                         *tasks_dir;
+  char                         *runc_root;
+  ShimwatchLauncher            *launcher;
+  ShimwatchCleanup             *cleanup;
+  ShimwatchEventsServer        *events;
+  ShimwatchAuthority           *authority;
+  GDBusObjectManagerServer     *object_manager;
+
+  GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
+  GHashTable                   *reserved;   /* "ns/id" being created */
+  GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
+  guint                         n_orphan_cleanups;
+};
+
+static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
+
+G_DEFINE_TYPE_WITH_CODE (ShimwatchManager, shimwatch_manager, SHIMWATCH_DBUS_TYPE_MANAGER_SKELETON,
+                         G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_MANAGER,
+                                                shimwatch_manager_iface_init))
+
+static char *
+task_key (const char *namespace_,
+          const char *id)
+{
+  return g_strconcat (namespace_, "/", id, NULL);
+}
+
+static char *
+task_dir_for (ShimwatchManager *self,
+              const char       *namespace_,
+              const char       *id)
+{
+  return g_build_filename (self->tasks_dir, namespace_, id, NULL);
+}
+
+static gboolean
+validate_ids (const char  *namespace_,
+              const char  *id,
+              GError     **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (!shimwatch_identifier_validate ("namespace", namespace_, &local_error) ||
+      !shimwatch_identifier_validate ("id", id, &local_error))
+    {
+      g_set_error_literal (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                           local_error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+update_shim_count (ShimwatchManager *self)
+{
+  shimwatch_dbus_manager_set_shim_count (SHIMWATCH_DBUS_MANAGER (self),
+                                         g_hash_table_size (self->shims));
+}
+
+/* -- shim lifecycle ------------------------------------------------------------------- */
+
+static void
+shim_disconnected_cb (ShimwatchShim    *shim,
+                      ShimwatchManager *self)
+{
+  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
+
+  shimwatch_dbus_manager_set_disconnect_count (iface,
+    shimwatch_dbus_manager_get_disconnect_count (iface) + 1);
+}
+
+static void
+complete_reaps (ShimwatchManager *self,
+                const char       *key,
+                guint32           exit_status)
+{
+  g_autoptr(GPtrArray) waiting = NULL;
+
+  if (!g_hash_table_steal_extended (self->reaps, key, NULL, (gpointer *) &waiting))
+    return;
+  for (guint i = 0; i < waiting->len; i++)
+    shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (self),
+                                          g_ptr_array_index (waiting, i), exit_status);
+}
+
+static void
+count_cleanup (ShimwatchManager *self,
+               gboolean          failed)
+{
+  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
+
+  shimwatch_dbus_manager_set_reap_count (iface, shimwatch_dbus_manager_get_reap_count (iface) + 1);
+  if (failed)
+    shimwatch_dbus_manager_set_cleanup_failure_count (iface,
+      shimwatch_dbus_manager_get_cleanup_failure_count (iface) + 1);
+}
+
+static void
+shim_finished_cb (ShimwatchShim    *shim,
+                  gboolean          reaped,
+                  gboolean          cleanup_failed,
+                  ShimwatchManager *self)
+{
+  g_autoptr(ShimwatchShim) keep = g_object_ref (shim);
+  g_autofree char *key = task_key (shimwatch_shim_get_namespace (shim),
+                                   shimwatch_shim_get_id (shim));
+
+  g_signal_handlers_disconnect_by_data (shim, self);
+  /* after TaskDelete: InterfacesRemoved */
+  g_dbus_object_manager_server_unexport (self->object_manager,
+                                         shimwatch_shim_get_object_path (shim));
+  g_hash_table_remove (self->shims, key);
+  update_shim_count (self);
+  if (reaped)
+    count_cleanup (self, cleanup_failed);
+  complete_reaps (self, key, shimwatch_shim_get_last_exit_status (shim));
+}
+
+static void
+export_shim (ShimwatchManager *self,
+             ShimwatchShim    *shim)
+{
+  g_autoptr(ShimwatchDbusObjectSkeleton) object = NULL;
+
+  object = shimwatch_dbus_object_skeleton_new (shimwatch_shim_get_object_path (shim));
+  shimwatch_dbus_object_skeleton_set_shim (object, SHIMWATCH_DBUS_SHIM (shim));
+  g_dbus_object_manager_server_export (self->object_manager, G_DBUS_OBJECT_SKELETON (object));
+  shimwatch_shim_set_exported (shim);
+}
+
+static void
+event_cb (ShimwatchEventsServer *server,
+          ShimwatchEvent        *event,
+          gpointer               user_data)
+{
+  ShimwatchManager *self = user_data;
+  g_autofree char *key = NULL;
+  ShimwatchShim *shim;
+
+  if (event->container_id == NULL)
+    return;
+  key = task_key (event->namespace_, event->container_id);
+  shim = g_hash_table_lookup (self->shims, key);
+  if (shim == NULL)
+    {
+      g_debug ("event %s for %s, which is not supervised", event->topic, key);
+      return;
+    }
+  shimwatch_shim_handle_event (shim, event);
+}
+
+/* -- CreateTask ----------------------------------------------------------------------- */
+
+typedef struct {
+  ShimwatchManager      *self;
+  GDBusMethodInvocation *invocation;
+  char                  *key;
+  char                  *namespace_;
+  char                  *id;
+  char                  *bundle;
+  char                  *runtime;
+  char                  *shim_binary;
+  char                  *task_dir;
+  char                  *stdio[3];
+  gboolean               terminal;
+  gboolean               start;
+  gboolean               dir_prepared;
+  gboolean               reserved;
+  GError                *error;
+  ShimwatchShim         *shim;
+  guint32                pid;
+} CreateData;
+
+static void
+create_data_free (CreateData *data)
+{
+  if (data->reserved)
+    g_hash_table_remove (data->self->reserved, data->key);
+  g_clear_error (&data->error);
+  g_object_unref (data->self);
+  g_free (data->key);
+  g_free (data->namespace_);
+  g_free (data->id);
+  g_free (data->bundle);
+  g_free (data->runtime);
+  g_free (data->shim_binary);
+  g_free (data->task_dir);
+  for (guint i = 0; i < G_N_ELEMENTS (data->stdio); i++)
+    g_free (data->stdio[i]);
+  g_clear_object (&data->shim);
+  g_free (data);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CreateData, create_data_free)
+
+static void
+create_abandoned_cb (GObject      *source,
+                     GAsyncResult *result,
+                     gpointer      user_data)
+{
+  g_autoptr(CreateData) data = user_data;
+
+  g_dbus_method_invocation_return_gerror (data->invocation, data->error);
+}
+
+/* nothing may stay behind a failed CreateTask: shim stopped, task dir removed */
+static void
+create_fail (CreateData   *data,
+             const GError *error)
+{
+  g_autoptr(GError) converted = shimwatch_error_convert (error);
+
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
+                    SHIMWATCH_LOG_FIELD_EVENT, "create-failed",
+                    "MESSAGE", "%s/%s: CreateTask failed: %s", data->namespace_, data->id,
+                    converted->message);
+  if (data->shim != NULL)
+    {
+      if (g_hash_table_lookup (data->self->shims, data->key) == data->shim)
+        g_hash_table_remove (data->self->shims, data->key);
+      data->error = g_steal_pointer (&converted);
+      shimwatch_shim_abandon_async (data->shim, create_abandoned_cb, data);
+      return;
+    }
+  if (data->dir_prepared)
+    {
+      g_autoptr(GError) remove_error = NULL;
+
+      if (!shimwatch_cleanup_remove_task_dir (data->task_dir, &remove_error))
+        g_warning ("%s: %s", data->key, remove_error->message);
+    }
+  g_dbus_method_invocation_return_gerror (data->invocation, converted);
+  create_data_free (data);
+}
+
+static void
+create_finish (CreateData *data)
+{
+  ShimwatchManager *self = data->self;
+
+  g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
+  g_signal_connect (data->shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
+  g_signal_connect (data->shim, "finished", G_CALLBACK (shim_finished_cb), self);
+  export_shim (self, data->shim);
+  update_shim_count (self);
+  shimwatch_dbus_manager_complete_create_task (SHIMWATCH_DBUS_MANAGER (self), data->invocation,
+                                               shimwatch_shim_get_object_path (data->shim));
+  create_data_free (data);
+}
+
+static void
+create_start_cb (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      user_data)
+{
+  CreateData *data = user_data;
+  g_autoptr(GError) error = NULL;
+  guint32 pid = 0;
+
+  if (!shimwatch_task_client_start_finish (SHIMWATCH_TASK_CLIENT (source), result, &pid, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  shimwatch_shim_set_started (data->shim, pid);
+  create_finish (data);
+}
+
+static void
+create_rpc_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  CreateData *data = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_task_client_create_finish (SHIMWATCH_TASK_CLIENT (source), result, &data->pid,
+                                            &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  shimwatch_shim_set_created (data->shim, data->pid);
+  if (!data->start)
+    {
+      create_finish (data);
+      return;
+    }
+  shimwatch_task_client_start_async (SHIMWATCH_TASK_CLIENT (source), RPC_TIMEOUT_MS,
+                                     create_start_cb, data);
+}
+
+static void
+create_shim_started_cb (GObject      *source,
+                        GAsyncResult *result,
+                        gpointer      user_data)
+{
+  CreateData *data = user_data;
+  ShimwatchManager *self = data->self;
+  g_autoptr(GError) error = NULL;
+  ShimwatchShimHandle *handle;
+  ShimwatchCreateParams params = { 0 };
+
+  handle = shimwatch_launcher_start_finish (SHIMWATCH_LAUNCHER (source), result, &error);
+  data->shim = shimwatch_shim_new (self, data->namespace_, data->id, data->runtime,
+                                   data->shim_binary, data->task_dir);
+  if (handle == NULL)
+    {
+      create_fail (data, error);
+      return;
+    }
+  shimwatch_shim_attach (data->shim, handle);
+  /* events for the task go to its object from now on (replayed once it is exported) */
+  g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
+
+  params.id = data->id;
+  params.bundle = data->task_dir;
+  params.stdin_path = data->stdio[0];
+  params.stdout_path = data->stdio[1];
+  params.stderr_path = data->stdio[2];
+  params.terminal = data->terminal;
+  params.runc_root = self->runc_root;
+  shimwatch_task_client_create_async (shimwatch_shim_get_client (data->shim), &params,
+                                      RPC_TIMEOUT_MS, create_rpc_cb, data);
+}
+
+static void
+create_authorized_cb (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  CreateData *data = user_data;
+  ShimwatchManager *self = data->self;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_authority_check_finish (SHIMWATCH_AUTHORITY (source), result, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  data->shim_binary = shimwatch_launcher_resolve_runtime (self->launcher, data->runtime, &error);
+  if (data->shim_binary == NULL)
+    {
+      create_fail (data, error);
+      return;
+    }
+  if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->bundle,
+                                            data->shim_binary, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  data->dir_prepared = TRUE;
+  shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
+                                  data->task_dir, create_shim_started_cb, data);
+}
+
+static gboolean
+parse_create_options (CreateData  *data,
+                      GVariant    *options,
+                      GError     **error)
+{
+  static const char *stdio_keys[] = { "stdin", "stdout", "stderr" };
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+
+  data->runtime = g_strdup (SHIMWATCH_DEFAULT_RUNTIME);
+  data->start = TRUE;
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr(GVariant) owned = value;
+      const GVariantType *expected = G_VARIANT_TYPE_STRING;
+      int stdio_index = -1;
+
+      for (guint i = 0; i < G_N_ELEMENTS (stdio_keys); i++)
+        if (g_str_equal (key, stdio_keys[i]))
+          stdio_index = (int) i;
+      if (g_str_equal (key, "start") || g_str_equal (key, "terminal"))
+        expected = G_VARIANT_TYPE_BOOLEAN;
+      else if (!g_str_equal (key, "runtime") && stdio_index < 0)
+        {
+          g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                       "unknown option \"%s\" (known: runtime, start, stdin, stdout, stderr, "
+                       "terminal)", key);
+          return FALSE;
+        }
+      if (!g_variant_is_of_type (value, expected))
+        {
+          g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                       "option \"%s\" must be of type %.*s, not %s", key,
+                       (int) g_variant_type_get_string_length (expected),
+                       g_variant_type_peek_string (expected), g_variant_get_type_string (value));
+          return FALSE;
+        }
+      if (g_str_equal (key, "runtime"))
+        {
+          g_free (data->runtime);
+          data->runtime = g_variant_dup_string (value, NULL);
+        }
+      else if (g_str_equal (key, "start"))
+        data->start = g_variant_get_boolean (value);
+      else if (g_str_equal (key, "terminal"))
+        data->terminal = g_variant_get_boolean (value);
+      else
+        {
+          g_free (data->stdio[stdio_index]);
+          data->stdio[stdio_index] = g_variant_dup_string (value, NULL);
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+handle_create_task (ShimwatchDbusManager  *iface,
+                    GDBusMethodInvocation *invocation,
+                    const char            *arg_namespace,
+                    const char            *arg_id,
+                    const char            *arg_bundle,
+                    GVariant              *arg_options)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autoptr(GError) error = NULL;
+  CreateData *data;
+
+  /* bad input changes nothing: everything is checked before any file or process */
+  if (!validate_ids (arg_namespace, arg_id, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  if (!g_path_is_absolute (arg_bundle))
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                             "bundle \"%s\" is not an absolute path", arg_bundle);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+
+  data = g_new0 (CreateData, 1);
+  data->self = g_object_ref (self);
+  data->invocation = invocation;
+  data->key = task_key (arg_namespace, arg_id);
+  data->namespace_ = g_strdup (arg_namespace);
+  data->id = g_strdup (arg_id);
+  data->bundle = g_strdup (arg_bundle);
+  data->task_dir = task_dir_for (self, arg_namespace, arg_id);
+  if (!parse_create_options (data, arg_options, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      create_data_free (data);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  if (g_hash_table_contains (self->shims, data->key) ||
+      g_hash_table_contains (self->reserved, data->key))
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_ALREADY_EXISTS,
+                                             "task %s is already supervised", data->key);
+      create_data_free (data);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  g_hash_table_add (self->reserved, g_strdup (data->key));
+  data->reserved = TRUE;
+
+  shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_MANAGE,
+                                   create_authorized_cb, data);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- read-only methods ---------------------------------------------------------------- */
+
+static gboolean
+handle_list_shims (ShimwatchDbusManager  *iface,
+                   GDBusMethodInvocation *invocation)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autoptr(GPtrArray) paths = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key;
+  gpointer value;
+
+  /* a task still being created is not listed until CreateTask returns */
+  g_hash_table_iter_init (&iter, self->shims);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    if (!g_hash_table_contains (self->reserved, key))
+      g_ptr_array_add (paths, (gpointer) shimwatch_shim_get_object_path (value));
+  g_ptr_array_add (paths, NULL);
+  shimwatch_dbus_manager_complete_list_shims (iface, invocation,
+                                              (const char * const *) paths->pdata);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_get_shim (ShimwatchDbusManager  *iface,
+                 GDBusMethodInvocation *invocation,
+                 const char            *arg_namespace,
+                 const char            *arg_id)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *key = NULL;
+  ShimwatchShim *shim;
+
+  if (!validate_ids (arg_namespace, arg_id, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  key = task_key (arg_namespace, arg_id);
+  shim = g_hash_table_lookup (self->shims, key);
+  if (shim == NULL || g_hash_table_contains (self->reserved, key))
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_FOUND,
+                                             "no shim supervises %s", key);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  shimwatch_dbus_manager_complete_get_shim (iface, invocation,
+                                            shimwatch_shim_get_object_path (shim));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- Reap ----------------------------------------------------------------------------- */
+
+typedef struct {
+  ShimwatchManager      *self;
+  GDBusMethodInvocation *invocation;
+  char                  *namespace_;
+  char                  *id;
+  guint                  timeout_ms;
+} ReapData;
+
+static void
+reap_data_free (ReapData *data)
+{
+  g_object_unref (data->self);
+  g_free (data->namespace_);
+  g_free (data->id);
+  g_free (data);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ReapData, reap_data_free)
+
+static void
+orphan_cleanup_done_cb (GObject      *source,
+                        GAsyncResult *result,
+                        gpointer      user_data)
+{
+  g_autoptr(ReapData) data = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  data->self->n_orphan_cleanups--;
+  count_cleanup (data->self, !outcome->delete_ok);
+  shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (data->self), data->invocation,
+                                        outcome->delete_ok ? outcome->deleted.exit_status : 255);
+}
+
+static void
+reap_authorized_cb (GObject      *source,
+                    GAsyncResult *result,
+                    gpointer      user_data)
+{
+  g_autoptr(ReapData) data = user_data;
+  ShimwatchManager *self = data->self;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *key = task_key (data->namespace_, data->id);
+  g_autofree char *task_dir = NULL;
+  g_autofree char *runc_state = NULL;
+  g_autofree char *binary_file = NULL;
+  g_autofree char *binary = NULL;
+  ShimwatchCleanupRequest *request;
+  ShimwatchShim *shim;
+  GPtrArray *waiting;
+
+  if (!shimwatch_authority_check_finish (SHIMWATCH_AUTHORITY (source), result, &error))
+    {
+      g_dbus_method_invocation_return_gerror (data->invocation, error);
+      return;
+    }
+
+  shim = g_hash_table_lookup (self->shims, key);
+  if (shim != NULL && !g_hash_table_contains (self->reserved, key))
+    {
+      /* answered when the shim's cleanup finished (TaskDelete emitted) */
+      waiting = g_hash_table_lookup (self->reaps, key);
+      if (waiting == NULL)
+        {
+          waiting = g_ptr_array_new ();
+          g_hash_table_insert (self->reaps, g_strdup (key), waiting);
+        }
+      g_ptr_array_add (waiting, data->invocation);
+      shimwatch_shim_kill_shim (shim, NULL);
+      return;
+    }
+
+  /* nothing supervised: state left on disk is cleaned the same way */
+  task_dir = task_dir_for (self, data->namespace_, data->id);
+  runc_state = g_build_filename (self->runc_root, data->namespace_, data->id, NULL);
+  if (!g_file_test (task_dir, G_FILE_TEST_IS_DIR) && !g_file_test (runc_state, G_FILE_TEST_IS_DIR))
+    {
+      g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_NOT_FOUND,
+                                             "nothing is known or left on disk for %s", key);
+      return;
+    }
+  binary_file = g_build_filename (task_dir, "shim-binary-path", NULL);
+  if (g_file_get_contents (binary_file, &binary, NULL, NULL))
+    {
+      /* only a runtime from our own directories is run, whatever the file says */
+      g_autofree char *dir = g_path_get_dirname (binary);
+
+      if (!g_strv_contains ((const char * const *) self->config->runtime_path, dir) ||
+          !g_file_test (binary, G_FILE_TEST_IS_EXECUTABLE))
+        g_clear_pointer (&binary, g_free);
+    }
+
+  request = shimwatch_cleanup_request_new ();
+  request->namespace_ = g_strdup (data->namespace_);
+  request->id = g_strdup (data->id);
+  request->task_dir = g_steal_pointer (&task_dir);
+  request->shim_binary = g_steal_pointer (&binary);
+  request->runc_state_dir = g_steal_pointer (&runc_state);
+  request->timeout_ms = data->timeout_ms;
+  self->n_orphan_cleanups++;
+  shimwatch_cleanup_run_async (self->cleanup, request, NULL, NULL, orphan_cleanup_done_cb,
+                               g_steal_pointer (&data));
+}
+
+static gboolean
+handle_reap (ShimwatchDbusManager  *iface,
+             GDBusMethodInvocation *invocation,
+             const char            *arg_namespace,
+             const char            *arg_id,
+             GVariant              *arg_options)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autoptr(GError) error = NULL;
+  ReapData *data;
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+  guint timeout_ms = self->config->cleanup_timeout_ms;
+
+  if (!validate_ids (arg_namespace, arg_id, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  g_variant_iter_init (&iter, arg_options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr(GVariant) owned = value;
+
+      if (!g_str_equal (key, "timeout"))
+        {
+          g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                 "unknown option \"%s\" (known: timeout)", key);
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      if (!g_variant_is_of_type (value, G_VARIANT_TYPE_UINT32) ||
+          g_variant_get_uint32 (value) < 1 || g_variant_get_uint32 (value) > 600)
+        {
+          g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                 "option \"timeout\" must be u, 1 to 600 seconds");
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      timeout_ms = g_variant_get_uint32 (value) * 1000;
+    }
+
+  data = g_new0 (ReapData, 1);
+  data->self = g_object_ref (self);
+  data->invocation = invocation;
+  data->namespace_ = g_strdup (arg_namespace);
+  data->id = g_strdup (arg_id);
+  data->timeout_ms = timeout_ms;
+  shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_REAP,
+                                   reap_authorized_cb, data);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- setup ---------------------------------------------------------------------------- */
+
+ShimwatchAuthority *
+shimwatch_manager_get_authority (ShimwatchManager *self)
+{
+  return self->authority;
+}
+
+ShimwatchCleanup *
+shimwatch_manager_get_cleanup (ShimwatchManager *self)
+{
+  return self->cleanup;
+}
+
+const ShimwatchConfig *
+shimwatch_manager_get_config (ShimwatchManager *self)
+{
+  return self->config;
+}
+
+const char *
+shimwatch_manager_get_runc_root (ShimwatchManager *self)
+{
+  return self->runc_root;
+}
+
+guint
+shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), 0);
+  return shimwatch_cleanup_get_n_running (self->cleanup);
+}
+
+static gboolean
+make_dir (const char  *path,
+          int          mode,
+          GError     **error)
+{
+  if (g_mkdir_with_parents (path, mode) == 0)
+    return TRUE;
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "cannot create %s: %s", path,
+               g_strerror (errno));
+  return FALSE;
+}
+
+ShimwatchManager *
+shimwatch_manager_new (const ShimwatchConfig  *config,
+                       GError                **error)
+{
+  g_autoptr(ShimwatchManager) self = g_object_new (SHIMWATCH_TYPE_MANAGER, NULL);
+  g_autofree char *events_path = NULL;
+  g_autofree char *shim_address = NULL;
+  ShimwatchLauncherConfig launcher_config = { 0 };
+
+  self->config = g_new0 (ShimwatchConfig, 1);
+  self->config->runtime_dir = g_strdup (config->runtime_dir);
+  self->config->state_dir = g_strdup (config->state_dir);
+  self->config->runtime_path = g_strdupv (config->runtime_path);
+  self->config->cleanup_timeout_ms = config->cleanup_timeout_ms;
+  self->config->cleanup_concurrency = config->cleanup_concurrency;
+
+  self->tasks_dir = g_build_filename (config->runtime_dir, "tasks", NULL);
+  self->runc_root = g_build_filename (config->runtime_dir, "runc", NULL);
+  if (!make_dir (config->runtime_dir, 0711, error) || !make_dir (self->tasks_dir, 0711, error) ||
+      !make_dir (self->runc_root, 0711, error))
+    return NULL;
+
+  events_path = g_build_filename (config->runtime_dir, "events.sock", NULL);
+  self->events = shimwatch_events_server_new (events_path, error);
+  if (self->events == NULL)
+    {
+      g_prefix_error (error, "events socket %s: ", events_path);
+      return NULL;
+    }
+  g_signal_connect (self->events, "event", G_CALLBACK (event_cb), self);
+
+  /* -address only names the shim sockets (sha256 of <address>/<ns>/<id>); it is never
+   * served, and being ours keeps our sockets apart from a containerd on the same host */
+  shim_address = g_build_filename (config->runtime_dir, "shimwatch.sock", NULL);
+  launcher_config.runtime_dirs = (const char * const *) config->runtime_path;
+  launcher_config.shim_address = shim_address;
+  launcher_config.ttrpc_address = events_path;
+  launcher_config.runc_root = self->runc_root;
+  self->launcher = shimwatch_launcher_new (&launcher_config);
+  self->cleanup = shimwatch_cleanup_new (self->launcher, config->cleanup_concurrency);
+
+  shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
+  return g_steal_pointer (&self);
+}
+
+gboolean
+shimwatch_manager_export (ShimwatchManager  *self,
+                          GDBusConnection   *connection,
+                          GError           **error)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), FALSE);
+
+  self->authority = shimwatch_authority_new (connection);
+  self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
+  g_dbus_object_manager_server_set_connection (self->object_manager, connection);
+  return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self), connection,
+                                           SHIMWATCH_DBUS_PATH, error);
+}
+
+void
+shimwatch_manager_shutdown (ShimwatchManager *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
+
+  /* shims outlive the service, as with containerd: stop watching, touch nothing */
+  g_hash_table_iter_init (&iter, self->shims);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    shimwatch_shim_detach (value);
+  if (self->events != NULL)
+    shimwatch_events_server_stop (self->events);
+}
+
+static void
+shimwatch_manager_finalize (GObject *object)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (object);
+
+  g_hash_table_unref (self->shims);
+  g_hash_table_unref (self->reserved);
+  g_hash_table_unref (self->reaps);
+  g_clear_object (&self->object_manager);
+  g_clear_object (&self->authority);
+  g_clear_object (&self->events);
+  g_clear_object (&self->cleanup);
+  g_clear_object (&self->launcher);
+  shimwatch_config_free (self->config);
+  g_free (self->tasks_dir);
+  g_free (self->runc_root);
+  G_OBJECT_CLASS (shimwatch_manager_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface)
+{
+  iface->handle_create_task = handle_create_task;
+  iface->handle_list_shims = handle_list_shims;
+  iface->handle_get_shim = handle_get_shim;
+  iface->handle_reap = handle_reap;
+}
+
+static void
+shimwatch_manager_class_init (ShimwatchManagerClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = shimwatch_manager_finalize;
+}
+
+static void
+shimwatch_manager_init (ShimwatchManager *self)
+{
+  self->shims = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->reserved = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify) g_ptr_array_unref);
+}

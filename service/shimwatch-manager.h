@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchManager: org.shimwatch.Shimwatch1.Manager on /org/shimwatch/Shimwatch1, the
+ * ObjectManager for one ShimwatchShim per supervised task, and the owner of what they
+ * share: the launcher, the events socket, the cleanup worker and the authority.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-authority.h"
+#include "shimwatch-cleanup.h"
+#include "shimwatch-config.h"
+#include "shimwatch-dbus-generated.h"
+#include "shimwatch-launcher.h"
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_TYPE_MANAGER (shimwatch_manager_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchManager, shimwatch_manager, SHIMWATCH, MANAGER,
+                      ShimwatchDbusManagerSkeleton)
+
+ShimwatchManager   *shimwatch_manager_new                 (const ShimwatchConfig  *config,
+                                                           GError                **error);
+gboolean            shimwatch_manager_export              (ShimwatchManager       *self,
+                                                           GDBusConnection        *connection,
+                                                           GError                **error);
+/* stop supervising without touching any shim: they outlive the service */
+void                shimwatch_manager_shutdown            (ShimwatchManager       *self);
+guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager       *self);
+
+ShimwatchAuthority *shimwatch_manager_get_authority       (ShimwatchManager       *self);
+ShimwatchCleanup   *shimwatch_manager_get_cleanup         (ShimwatchManager       *self);
+const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
+const char         *shimwatch_manager_get_runc_root       (ShimwatchManager       *self);
+
+G_END_DECLS

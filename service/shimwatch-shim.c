@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchShim"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/pidfd.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-error.h"
+#include "shimwatch-manager.h"
+#include "shimwatch-names.h"
+#include "shimwatch-shim.h"
+
+#define RPC_TIMEOUT_MS      10000
+#define SHUTDOWN_TIMEOUT_MS 3000
+
+struct _ShimwatchShim
+{
+  ShimwatchDbusShimSkeleton parent_instance;
+
+  ShimwatchManager    *manager;        /* not owned: the manager outlives its shims */
+  char                *namespace_;
+  char                *id;
+  char                *path;
+  char                *shim_binary;
+  char                *task_dir;
+
+  ShimwatchShimHandle *handle;
+  gulong               closed_id;
+  int                  task_pidfd;
+
+  gboolean             exported;
+  GPtrArray           *early_events;   /* arrived before export */
+  gboolean             connected;
+  gboolean             detached;
+  gboolean             deleted;        /* a normal Delete completed: no crash semantics */
+  gboolean             cleaning;
+  gboolean             exit_emitted;
+  gboolean             delete_emitted;
+  ShimwatchExit        exit;           /* the real or synthesized exit, once known */
+  GDBusMethodInvocation *delete_invocation;
+};
+
+enum {
+  SIGNAL_DISCONNECTED,
+  SIGNAL_FINISHED,
+  N_SIGNALS
+};
+static guint signals[N_SIGNALS];
+
+static void shimwatch_shim_iface_init (ShimwatchDbusShimIface *iface);
+
+G_DEFINE_TYPE_WITH_CODE (ShimwatchShim, shimwatch_shim, SHIMWATCH_DBUS_TYPE_SHIM_SKELETON,
+                         G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_SHIM, shimwatch_shim_iface_init))
+
+static void
+log_event (ShimwatchShim  *self,
+           GLogLevelFlags  level,
+           const char     *event,
+           const char     *format,
+           ...) G_GNUC_PRINTF (4, 5);
+
+/* one structured line per lifecycle event */
+static void
+log_event (ShimwatchShim  *self,
+           GLogLevelFlags  level,
+           const char     *event,
+           const char     *format,
+           ...)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  g_autofree char *text = NULL;
+  g_autofree char *shim_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_shim_pid (iface));
+  g_autofree char *task_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_task_pid (iface));
+  va_list args;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_log_structured (G_LOG_DOMAIN, level,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
+                    SHIMWATCH_LOG_FIELD_SHIM_PID, shim_pid,
+                    SHIMWATCH_LOG_FIELD_TASK_PID, task_pid,
+                    SHIMWATCH_LOG_FIELD_EVENT, event,
+                    "MESSAGE", "%s/%s: %s", self->namespace_, self->id, text);
+}
+
+static ShimwatchDbusManager *
+manager_iface (ShimwatchShim *self)
+{
+  return SHIMWATCH_DBUS_MANAGER (self->manager);
+}
+
+static void
+set_status (ShimwatchShim *self,
+            const char    *status)
+{
+  shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
+}
+
+/* TaskExit exactly once per task */
+static void
+emit_task_exit (ShimwatchShim *self,
+                guint32        pid,
+                guint32        exit_status,
+                gint64         exited_at)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  if (self->exit_emitted)
+    return;
+  self->exit_emitted = TRUE;
+  self->exit.pid = pid;
+  self->exit.exit_status = exit_status;
+  self->exit.exited_at = exited_at;
+  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
+  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
+  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
+             exit_status);
+  shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
+                                         self->id, self->id, pid, exit_status,
+                                         (guint64) exited_at);
+}
+
+/* TaskDelete exactly once per task, then the manager drops the object */
+static void
+emit_task_delete_and_finish (ShimwatchShim *self,
+                             gboolean       reaped,
+                             gboolean       cleanup_failed)
+{
+  if (!self->delete_emitted)
+    {
+      self->delete_emitted = TRUE;
+      log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
+                 self->exit.pid, self->exit.exit_status);
+      shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
+                                               self->namespace_, self->id, self->id,
+                                               self->exit.pid, self->exit.exit_status,
+                                               (guint64) self->exit.exited_at);
+    }
+  if (self->delete_invocation != NULL)
+    shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
+                                         g_steal_pointer (&self->delete_invocation),
+                                         self->exit.exit_status, (guint64) self->exit.exited_at);
+  g_signal_emit (self, signals[SIGNAL_FINISHED], 0, reaped, cleanup_failed);
+}
+
+static ShimwatchCleanupRequest *
+cleanup_request (ShimwatchShim *self,
+                 gboolean       kill_task)
+{
+  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
+  const ShimwatchConfig *config = shimwatch_manager_get_config (self->manager);
+
+  request->namespace_ = g_strdup (self->namespace_);
+  request->id = g_strdup (self->id);
+  request->task_dir = g_strdup (self->task_dir);
+  request->shim_binary = g_strdup (self->shim_binary);
+  request->runc_state_dir = g_build_filename (shimwatch_manager_get_runc_root (self->manager),
+                                              self->namespace_, self->id, NULL);
+  if (self->handle != NULL && g_str_has_prefix (self->handle->address, "unix://"))
+    request->socket_path = g_strdup (self->handle->address + strlen ("unix://"));
+  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  request->kill_task = kill_task && self->task_pidfd >= 0;
+  if (self->task_pidfd >= 0)
+    request->pidfd = dup (self->task_pidfd);
+  request->timeout_ms = config->cleanup_timeout_ms;
+  return request;
+}
+
+/* -- the dead-shim path ------------------------------------------------------------------ */
+
+static void
+killed_cb (guint32  pid,
+           gint64   when,
+           gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  /* the container is really dead now: tell clients at once, delete can take its time */
+  emit_task_exit (self, pid, 128 + SIGKILL, when);
+}
+
+static void
+crash_cleanup_done_cb (GObject      *source,
+                       GAsyncResult *result,
+                       gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  if (!self->exit_emitted)
+    {
+      if (outcome->delete_ok)
+        emit_task_exit (self, outcome->deleted.pid, outcome->deleted.exit_status,
+                        outcome->deleted.exited_at != 0 ? outcome->deleted.exited_at
+                                                        : g_get_real_time ());
+      else
+        emit_task_exit (self, shimwatch_dbus_shim_get_task_pid (iface), 255, g_get_real_time ());
+    }
+  log_event (self, outcome->delete_ok ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_WARNING, "cleaned",
+             "cleanup after dead shim finished%s%s",
+             outcome->delete_ok ? "" : ": delete failed: ",
+             outcome->delete_ok ? "" : outcome->delete_error);
+  emit_task_delete_and_finish (self, TRUE, !outcome->delete_ok);
+}
+
+static void
+normal_cleanup_done_cb (GObject      *source,
+                        GAsyncResult *result,
+                        gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  log_event (self, G_LOG_LEVEL_INFO, "cleaned", "shim torn down after delete");
+  emit_task_delete_and_finish (self, FALSE, !outcome->delete_ok);
+}
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  ShimwatchShim *self = user_data;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  if (self->detached || self->cleaning)
+    return;
+  self->connected = FALSE;
+  /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
+  if (!self->exported)
+    return;
+  self->cleaning = TRUE;
+
+  if (self->deleted)
+    {
+      /* the end of a normal Delete: shim delete + task dir, no crash signals */
+      shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
+                                   cleanup_request (self, FALSE), NULL, NULL,
+                                   normal_cleanup_done_cb, g_object_ref (self));
+      return;
+    }
+
+  log_event (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)",
+             reason->message);
+  set_status (self, "disconnected");
+  shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
+                                                 self->namespace_, self->id,
+                                                 shimwatch_dbus_shim_get_shim_pid (iface));
+  g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
+  set_status (self, "cleaning");
+
+  /* a task whose exit is already known is not killed again: its real status stays */
+  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
+                               cleanup_request (self, !self->exit_emitted), killed_cb, self,
+                               crash_cleanup_done_cb, g_object_ref (self));
+}
+
+void
+shimwatch_shim_attach (ShimwatchShim       *self,
+                       ShimwatchShimHandle *handle)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchTtrpc *ttrpc;
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  g_return_if_fail (self->handle == NULL);
+
+  self->handle = handle;
+  self->connected = TRUE;
+  shimwatch_dbus_shim_set_address (iface, handle->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
+  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
+  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  if (shimwatch_ttrpc_is_closed (ttrpc))
+    {
+      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                     "closed before it was watched");
+
+      connection_closed_cb (ttrpc, error, self);
+    }
+}
+
+void
+shimwatch_shim_set_created (ShimwatchShim *self,
+                            guint32        pid)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_dbus_shim_set_task_pid (iface, pid);
+  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), "running") != 0)
+    set_status (self, "created");
+  /* a pidfd taken now lets a dead shim's task be killed at once, without pid reuse */
+  if (self->task_pidfd < 0 && pid > 0)
+    {
+      self->task_pidfd = pidfd_open ((pid_t) pid, 0);
+      if (self->task_pidfd < 0)
+        log_event (self, G_LOG_LEVEL_WARNING, "create", "cannot watch task process %u: %s", pid,
+                   g_strerror (errno));
+    }
+  log_event (self, G_LOG_LEVEL_MESSAGE, "create", "task created: pid %u", pid);
+}
+
+void
+shimwatch_shim_set_started (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  if (!self->exit_emitted)
+    set_status (self, "running");
+  log_event (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
+}
+
+/* -- events forwarded by the shim ------------------------------------------------------- */
+
+void
+shimwatch_shim_handle_event (ShimwatchShim        *self,
+                             const ShimwatchEvent *event)
+{
+  ShimwatchDbusManager *manager = manager_iface (self);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  if (!self->exported)
+    {
+      g_ptr_array_add (self->early_events, shimwatch_event_copy (event));
+      return;
+    }
+
+  switch (event->kind)
+    {
+    case SHIMWATCH_EVENT_TASK_CREATE:
+      if (shimwatch_dbus_shim_get_task_pid (iface) == 0)
+        shimwatch_dbus_shim_set_task_pid (iface, event->pid);
+      shimwatch_dbus_manager_emit_task_create (manager, self->path, self->namespace_, self->id,
+                                               event->bundle != NULL ? event->bundle : "",
+                                               event->pid);
+      break;
+    case SHIMWATCH_EVENT_TASK_START:
+      if (!self->exit_emitted && !self->cleaning)
+        set_status (self, "running");
+      shimwatch_dbus_manager_emit_task_start (manager, self->path, self->namespace_, self->id,
+                                              event->pid);
+      break;
+    case SHIMWATCH_EVENT_TASK_EXIT:
+      /* exits of exec'd processes are not the task's */
+      if (event->exec_id != NULL && *event->exec_id != '\0' &&
+          g_strcmp0 (event->exec_id, self->id) != 0)
+        break;
+      if (!self->cleaning)
+        set_status (self, "stopped");
+      emit_task_exit (self, event->pid, event->exit_status,
+                      event->exited_at != 0 ? event->exited_at : g_get_real_time ());
+      break;
+    case SHIMWATCH_EVENT_TASK_OOM:
+      log_event (self, G_LOG_LEVEL_WARNING, "oom", "task hit its memory limit");
+      shimwatch_dbus_manager_emit_task_oom (manager, self->path, self->namespace_, self->id);
+      break;
+    case SHIMWATCH_EVENT_TASK_PAUSED:
+      if (!self->cleaning)
+        set_status (self, "paused");
+      break;
+    case SHIMWATCH_EVENT_TASK_RESUMED:
+      if (!self->cleaning)
+        set_status (self, "running");
+      break;
+    case SHIMWATCH_EVENT_TASK_DELETE:       /* we emit our own TaskDelete, exactly once */
+    case SHIMWATCH_EVENT_TASK_EXEC_ADDED:
+    case SHIMWATCH_EVENT_TASK_EXEC_STARTED:
+    case SHIMWATCH_EVENT_OTHER:
+    default:
+      g_debug ("%s/%s: event %s not forwarded", self->namespace_, self->id, event->topic);
+      break;
+    }
+}
+
+void
+shimwatch_shim_set_exported (ShimwatchShim *self)
+{
+  g_autoptr(GPtrArray) early = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->exported = TRUE;
+  early = g_steal_pointer (&self->early_events);
+  self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
+  for (guint i = 0; i < early->len; i++)
+    shimwatch_shim_handle_event (self, g_ptr_array_index (early, i));
+}
+
+/* -- D-Bus methods -------------------------------------------------------------------- */
+
+typedef void (*AuthorizedFunc) (ShimwatchShim         *self,
+                                GDBusMethodInvocation *invocation,
+                                gpointer               data);
+
+typedef struct {
+  ShimwatchShim         *self;
+  GDBusMethodInvocation *invocation;
+  AuthorizedFunc         func;
+  gpointer               data;
+} AuthData;
+
+static void
+authorized_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  g_autofree AuthData *auth = user_data;
+  g_autoptr(ShimwatchShim) self = auth->self;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_authority_check_finish (SHIMWATCH_AUTHORITY (source), result, &error))
+    {
+      g_dbus_method_invocation_return_gerror (auth->invocation, error);
+      return;
+    }
+  auth->func (self, auth->invocation, auth->data);
+}
+
+static void
+authorize (ShimwatchShim         *self,
+           GDBusMethodInvocation *invocation,
+           AuthorizedFunc         func,
+           gpointer               data)
+{
+  AuthData *auth = g_new0 (AuthData, 1);
+
+  auth->self = g_object_ref (self);
+  auth->invocation = invocation;
+  auth->func = func;
+  auth->data = data;
+  shimwatch_authority_check_async (shimwatch_manager_get_authority (self->manager), invocation,
+                                   SHIMWATCH_ACTION_MANAGE, authorized_cb, auth);
+}
+
+static gboolean
+require_connected (ShimwatchShim         *self,
+                   GDBusMethodInvocation *invocation)
+{
+  if (self->connected && !self->deleted && self->delete_invocation == NULL)
+    return TRUE;
+  g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
+                                         "task %s/%s is %s", self->namespace_, self->id,
+                                         self->deleted || self->delete_invocation != NULL
+                                           ? "being deleted" : "being cleaned up");
+  return FALSE;
+}
+
+static void
+return_rpc_error (GDBusMethodInvocation *invocation,
+                  const GError          *error)
+{
+  g_autoptr(GError) converted = shimwatch_error_convert (error);
+
+  g_dbus_method_invocation_return_gerror (invocation, converted);
+}
+
+typedef struct {
+  ShimwatchShim         *self;
+  GDBusMethodInvocation *invocation;
+} CallContext;
+
+static CallContext *
+call_context_new (ShimwatchShim         *self,
+                  GDBusMethodInvocation *invocation)
+{
+  CallContext *context = g_new0 (CallContext, 1);
+
+  context->self = g_object_ref (self);
+  context->invocation = invocation;
+  return context;
+}
+
+static void
+call_context_free (CallContext *context)
+{
+  g_object_unref (context->self);
+  g_free (context);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CallContext, call_context_free)
+
+static void
+start_rpc_cb (GObject      *source,
+              GAsyncResult *result,
+              gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  GDBusMethodInvocation *invocation = context->invocation;
+  ShimwatchShim *self = context->self;
+  g_autoptr(GError) error = NULL;
+  guint32 pid = 0;
+
+  if (!shimwatch_task_client_start_finish (SHIMWATCH_TASK_CLIENT (source), result, &pid, &error))
+    {
+      return_rpc_error (invocation, error);
+      return;
+    }
+  shimwatch_shim_set_started (self, pid);
+  shimwatch_dbus_shim_complete_start (SHIMWATCH_DBUS_SHIM (self), invocation, pid);
+}
+
+static void
+start_authorized (ShimwatchShim         *self,
+                  GDBusMethodInvocation *invocation,
+                  gpointer               data)
+{
+  if (!require_connected (self, invocation))
+    return;
+  shimwatch_task_client_start_async (self->handle->client, RPC_TIMEOUT_MS, start_rpc_cb,
+                                     call_context_new (self, invocation));
+}
+
+static gboolean
+handle_start (ShimwatchDbusShim     *iface,
+              GDBusMethodInvocation *invocation)
+{
+  authorize (SHIMWATCH_SHIM (iface), invocation, start_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+kill_rpc_cb (GObject      *source,
+             GAsyncResult *result,
+             gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_task_client_kill_finish (SHIMWATCH_TASK_CLIENT (source), result, &error))
+    {
+      return_rpc_error (context->invocation, error);
+      return;
+    }
+  shimwatch_dbus_shim_complete_kill (SHIMWATCH_DBUS_SHIM (context->self), context->invocation);
+}
+
+static void
+kill_authorized (ShimwatchShim         *self,
+                 GDBusMethodInvocation *invocation,
+                 gpointer               data)
+{
+  GVariant *parameters = g_dbus_method_invocation_get_parameters (invocation);
+  guint32 signal_number;
+  gboolean all;
+
+  if (!require_connected (self, invocation))
+    return;
+  g_variant_get (parameters, "(ub)", &signal_number, &all);
+  shimwatch_task_client_kill_async (self->handle->client, signal_number, all, RPC_TIMEOUT_MS,
+                                    kill_rpc_cb, call_context_new (self, invocation));
+}
+
+static gboolean
+handle_kill (ShimwatchDbusShim     *iface,
+             GDBusMethodInvocation *invocation,
+             guint                  signal_number,
+             gboolean               all)
+{
+  if (signal_number < 1 || signal_number > 64)
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                             "signal %u is not a signal number (1 to 64)",
+                                             signal_number);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  authorize (SHIMWATCH_SHIM (iface), invocation, kill_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+shutdown_rpc_cb (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  /* the shim may close before it answers; either way the connection ends now, and the
+   * closed handler runs shim delete and removes the task directory */
+  if (!shimwatch_task_client_shutdown_finish (SHIMWATCH_TASK_CLIENT (source), result, &error))
+    g_debug ("%s/%s: shutdown: %s", self->namespace_, self->id, error->message);
+  shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+}
+
+static void
+delete_rpc_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchExit exit_info = { 0 };
+
+  if (!shimwatch_task_client_delete_finish (SHIMWATCH_TASK_CLIENT (source), result, &exit_info,
+                                            &error))
+    {
+      /* closed or NotFound: the shim is gone, the dead-shim cleanup answers the caller */
+      if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED) ||
+          g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
+        {
+          log_event (self, G_LOG_LEVEL_WARNING, "delete",
+                     "delete found the shim gone (%s); cleaning up", error->message);
+          if (!self->cleaning)
+            shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+          return;
+        }
+      return_rpc_error (g_steal_pointer (&self->delete_invocation), error);
+      return;
+    }
+
+  /* registered no more: the close that follows is not a crash (containerd #4784) */
+  self->deleted = TRUE;
+  if (!self->exit_emitted)
+    {
+      /* a task deleted before it ever ran or exited has no TaskExit of its own */
+      self->exit = exit_info;
+    }
+  else
+    {
+      /* the real exit status stays; fill in what delete knows better */
+      if (self->exit.pid == 0)
+        self->exit.pid = exit_info.pid;
+    }
+  if (self->exit.exited_at == 0)
+    self->exit.exited_at = g_get_real_time ();
+  set_status (self, "stopped");
+  shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
+                                        shutdown_rpc_cb, g_object_ref (self));
+}
+
+static void
+delete_authorized (ShimwatchShim         *self,
+                   GDBusMethodInvocation *invocation,
+                   gpointer               data)
+{
+  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
+
+  if (!require_connected (self, invocation))
+    return;
+  if (g_strcmp0 (status, "running") == 0 || g_strcmp0 (status, "paused") == 0)
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "task %s/%s is %s: kill it first", self->namespace_,
+                                             self->id, status);
+      return;
+    }
+  self->delete_invocation = invocation;
+  shimwatch_task_client_delete_async (self->handle->client, RPC_TIMEOUT_MS, delete_rpc_cb,
+                                      g_object_ref (self));
+}
+
+static gboolean
+handle_delete (ShimwatchDbusShim     *iface,
+               GDBusMethodInvocation *invocation)
+{
+  authorize (SHIMWATCH_SHIM (iface), invocation, delete_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- lifecycle helpers ---------------------------------------------------------------- */
+
+gboolean
+shimwatch_shim_kill_shim (ShimwatchShim  *self,
+                          GError        **error)
+{
+  guint32 pid;
+
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
+
+  pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  if (!self->connected)
+    return TRUE;          /* already on its way out */
+  log_event (self, G_LOG_LEVEL_MESSAGE, "reap", "killing shim %u", pid);
+  if (pid == 0 || kill ((pid_t) pid, SIGKILL) != 0)
+    {
+      /* no process to kill: end the connection, which starts the same cleanup */
+      shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+    }
+  return TRUE;
+}
+
+void
+shimwatch_shim_detach (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->detached = TRUE;
+  if (self->handle != NULL)
+    g_clear_signal_handler (&self->closed_id, shimwatch_task_client_get_ttrpc (self->handle->client));
+}
+
+static void
+abandon_done_cb (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+shimwatch_shim_abandon_async (ShimwatchShim       *self,
+                              GAsyncReadyCallback  callback,
+                              gpointer             user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  guint32 shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+
+  g_task_set_source_tag (task, shimwatch_shim_abandon_async);
+  /* no events: the task was never handed to a client */
+  shimwatch_shim_detach (self);
+  self->cleaning = TRUE;
+  if (self->handle != NULL)
+    shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+  if (shim_pid > 0)
+    kill ((pid_t) shim_pid, SIGKILL);
+  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
+                               cleanup_request (self, TRUE), NULL, NULL, abandon_done_cb, task);
+}
+
+const char *
+shimwatch_shim_get_object_path (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->path;
+}
+
+const char *
+shimwatch_shim_get_namespace (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->namespace_;
+}
+
+const char *
+shimwatch_shim_get_id (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->id;
+}
+
+ShimwatchTaskClient *
+shimwatch_shim_get_client (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->handle != NULL ? self->handle->client : NULL;
+}
+
+gboolean
+shimwatch_shim_is_connected (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
+  return self->connected;
+}
+
+guint32
+shimwatch_shim_get_last_exit_status (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), 255);
+  return self->exit.exit_status;
+}
+
+ShimwatchShim *
+shimwatch_shim_new (ShimwatchManager *manager,
+                    const char       *namespace_,
+                    const char       *id,
+                    const char       *runtime,
+                    const char       *shim_binary,
+                    const char       *task_dir)
+{
+  ShimwatchShim *self = g_object_new (SHIMWATCH_TYPE_SHIM, NULL);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  g_autofree char *ns_part = g_dbus_escape_object_path (namespace_);
+  g_autofree char *id_part = g_dbus_escape_object_path (id);
+
+  self->manager = manager;
+  self->namespace_ = g_strdup (namespace_);
+  self->id = g_strdup (id);
+  self->shim_binary = g_strdup (shim_binary);
+  self->task_dir = g_strdup (task_dir);
+  self->path = g_strconcat (SHIMWATCH_DBUS_SHIMS_PATH "/", ns_part, "/", id_part, NULL);
+
+  shimwatch_dbus_shim_set_namespace (iface, namespace_);
+  shimwatch_dbus_shim_set_id (iface, id);
+  shimwatch_dbus_shim_set_bundle (iface, task_dir);
+  shimwatch_dbus_shim_set_runtime (iface, runtime);
+  shimwatch_dbus_shim_set_address (iface, "");
+  shimwatch_dbus_shim_set_status (iface, "created");
+  shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
+  return self;
+}
+
+static void
+shimwatch_shim_dispose (GObject *object)
+{
+  ShimwatchShim *self = SHIMWATCH_SHIM (object);
+
+  shimwatch_shim_detach (self);
+  if (self->delete_invocation != NULL)
+    g_dbus_method_invocation_return_error (g_steal_pointer (&self->delete_invocation),
+                                           SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                                           "the service is stopping");
+  g_clear_pointer (&self->handle, shimwatch_shim_handle_free);
+  G_OBJECT_CLASS (shimwatch_shim_parent_class)->dispose (object);
+}
+
+static void
+shimwatch_shim_finalize (GObject *object)
+{
+  ShimwatchShim *self = SHIMWATCH_SHIM (object);
+
+  if (self->task_pidfd >= 0)
+    close (self->task_pidfd);
+  g_ptr_array_unref (self->early_events);
+  g_free (self->namespace_);
+  g_free (self->id);
+  g_free (self->path);
+  g_free (self->shim_binary);
+  g_free (self->task_dir);
+  G_OBJECT_CLASS (shimwatch_shim_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_shim_iface_init (ShimwatchDbusShimIface *iface)
+{
+  iface->handle_start = handle_start;
+  iface->handle_kill = handle_kill;
+  iface->handle_delete = handle_delete;
+}
+
+static void
+shimwatch_shim_class_init (ShimwatchShimClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = shimwatch_shim_dispose;
+  object_class->finalize = shimwatch_shim_finalize;
+
+  /* the connection closed and cleanup started (not after a normal delete) */
+  signals[SIGNAL_DISCONNECTED] = g_signal_new ("disconnected", G_TYPE_FROM_CLASS (klass),
+                                               G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                               G_TYPE_NONE, 0);
+  /* TaskDelete was emitted: drop the object. Arguments: whether this was a cleanup after
+   * a dead shim (not a normal delete), and whether its delete command failed */
+  signals[SIGNAL_FINISHED] = g_signal_new ("finished", G_TYPE_FROM_CLASS (klass),
+                                           G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                           G_TYPE_NONE, 2, G_TYPE_BOOLEAN, G_TYPE_BOOLEAN);
+}
+
+static void
+shimwatch_shim_init (ShimwatchShim *self)
+{
+  self->task_pidfd = -1;
+  self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchShim: one supervised shim and its task, exported as
+ * org.shimwatch.Shimwatch1.Shim. It owns the ttrpc connection to the shim and reacts
+ * when that connection ends: after a completed normal Delete by finishing the teardown,
+ * otherwise by the dead-shim cleanup (ShimDisconnected → TaskExit → TaskDelete), after
+ * which it emits "finished" and the manager drops it.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-dbus-generated.h"
+#include "shimwatch-launcher.h"
+#include "shimwatch-wire.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShimwatchManager ShimwatchManager;
+
+#define SHIMWATCH_TYPE_SHIM (shimwatch_shim_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchShim, shimwatch_shim, SHIMWATCH, SHIM, ShimwatchDbusShimSkeleton)
+
+ShimwatchShim *shimwatch_shim_new             (ShimwatchManager      *manager,
+                                               const char            *namespace_,
+                                               const char            *id,
+                                               const char            *runtime,
+                                               const char            *shim_binary,
+                                               const char            *task_dir);
+const char    *shimwatch_shim_get_object_path (ShimwatchShim         *self);
+const char    *shimwatch_shim_get_namespace   (ShimwatchShim         *self);
+const char    *shimwatch_shim_get_id          (ShimwatchShim         *self);
+ShimwatchTaskClient *shimwatch_shim_get_client (ShimwatchShim        *self);
+gboolean       shimwatch_shim_is_connected    (ShimwatchShim         *self);
+guint32        shimwatch_shim_get_last_exit_status (ShimwatchShim    *self);
+
+/* take over a started shim; from now on its disconnect is watched */
+void           shimwatch_shim_attach          (ShimwatchShim         *self,
+                                               ShimwatchShimHandle   *handle);
+void           shimwatch_shim_set_created     (ShimwatchShim         *self,
+                                               guint32                pid);
+void           shimwatch_shim_set_started     (ShimwatchShim         *self,
+                                               guint32                pid);
+/* events that arrive before the object is exported are replayed once it is */
+void           shimwatch_shim_set_exported    (ShimwatchShim         *self);
+void           shimwatch_shim_handle_event    (ShimwatchShim         *self,
+                                               const ShimwatchEvent  *event);
+/* SIGKILL the shim: the disconnect path does the rest */
+gboolean       shimwatch_shim_kill_shim       (ShimwatchShim         *self,
+                                               GError               **error);
+/* service shutdown: stop watching, leave the shim and its task running */
+void           shimwatch_shim_detach          (ShimwatchShim         *self);
+/* a failed CreateTask: stop the shim, remove the task dir, emit nothing */
+void           shimwatch_shim_abandon_async   (ShimwatchShim         *self,
+                                               GAsyncReadyCallback    callback,
+                                               gpointer               user_data);
+
+G_END_DECLS
