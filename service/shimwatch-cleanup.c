@@ -110,6 +110,30 @@ log_step (const ShimwatchCleanupRequest *request,
                     "MESSAGE", "%s/%s: %s", request->namespace_, request->id, text);
 }
 
+guint
+shimwatch_cleanup_kill_processes_in (const char *dir)
+{
+  g_autoptr(GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (proc != NULL && (name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree char *link = NULL;
+      g_autofree char *cwd = NULL;
+      pid_t pid;
+
+      if (!g_ascii_isdigit (name[0]))
+        continue;
+      link = g_build_filename ("/proc", name, "cwd", NULL);
+      cwd = g_file_read_link (link, NULL);
+      pid = (pid_t) g_ascii_strtoll (name, NULL, 10);
+      if (cwd != NULL && g_str_equal (cwd, dir) && pid != getpid () && kill (pid, SIGKILL) == 0)
+        n++;
+    }
+  return n;
+}
+
 /* -- step 3, in a worker thread -------------------------------------------------------- */
 
 static gboolean

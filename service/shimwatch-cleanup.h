@@ -70,6 +70,11 @@ ShimwatchCleanupResult *shimwatch_cleanup_run_finish (ShimwatchCleanup          
                                                       GAsyncResult               *result);
 guint                   shimwatch_cleanup_get_n_running (ShimwatchCleanup        *self);
 
+/* SIGKILL every process whose working directory is dir: a shim we could not talk to
+ * (its pid unknown) still runs in its task directory, as the runtime-v2 contract says.
+ * Returns how many were signalled. */
+guint shimwatch_cleanup_kill_processes_in (const char *dir);
+
 /* the thread part, also usable on its own (unit tests, Reap of leftovers) */
 gboolean shimwatch_cleanup_remove_task_dir (const char  *task_dir,
                                             GError     **error);

@@ -734,6 +734,9 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
     shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
   if (shim_pid > 0)
     kill ((pid_t) shim_pid, SIGKILL);
+  else if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "create-failed",
+               "killed the shim that never answered in %s", self->task_dir);
   shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
                                cleanup_request (self, TRUE), NULL, NULL, abandon_done_cb, task);
 }

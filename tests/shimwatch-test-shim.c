@@ -29,6 +29,10 @@
  *   close-on-request  the first request closes its connection at once, with no answer;
  *                     the server keeps listening and serves later requests normally
  *   hang-delete       the delete action pauses forever (until killed)
+ *   hang-delete-no-pid
+ *                     hang-delete, and Connect, Create and Start report the container's
+ *                     pid as 0: the supervisor can neither watch nor kill the container,
+ *                     so no exit status can be known when this shim dies
  *   fail-start        start writes "test shim: start failed on purpose" to stderr, exits 1
  *   bad-start         start writes "this is not an address" to stdout (no newline), exits 0
  *
@@ -110,6 +114,7 @@ typedef enum {
   MODE_HANG_CONNECT,
   MODE_CLOSE_ON_REQUEST,
   MODE_HANG_DELETE,
+  MODE_HANG_DELETE_NO_PID,
   MODE_FAIL_START,
   MODE_BAD_START,
 } Mode;
@@ -121,6 +126,7 @@ static const char * const mode_names[] = {
   [MODE_HANG_CONNECT]     = "hang-connect",
   [MODE_CLOSE_ON_REQUEST] = "close-on-request",
   [MODE_HANG_DELETE]      = "hang-delete",
+  [MODE_HANG_DELETE_NO_PID] = "hang-delete-no-pid",
   [MODE_FAIL_START]       = "fail-start",
   [MODE_BAD_START]        = "bad-start",
 };
@@ -574,6 +580,15 @@ on_sigchld (int signo G_GNUC_UNUSED)
 
 /* Server: Task methods */
 
+/* the container pid as the supervisor gets to see it */
+static guint32
+reported_pid (void)
+{
+  if (server.mode == MODE_HANG_DELETE_NO_PID)
+    return 0;
+  return (guint32) MAX (server.child_pid, 0);
+}
+
 static void
 handle_connect (Connection            *conn,
                 guint32                stream_id,
@@ -583,7 +598,7 @@ handle_connect (Connection            *conn,
     CONTAINERD__TASK__V2__CONNECT_RESPONSE__INIT;
 
   response.shim_pid = getpid ();
-  response.task_pid = MAX (server.child_pid, 0);
+  response.task_pid = reported_pid ();
   reply_message (conn, stream_id, &response.base);
 }
 
@@ -635,7 +650,7 @@ handle_create (Connection            *conn,
   if (!g_file_set_contents ("init.pid", pid_text, -1, &error))
     g_printerr ("test shim: %s\n", error->message);
 
-  response.pid = pid;
+  response.pid = reported_pid ();
   reply_message (conn, stream_id, &response.base);
 }
 
@@ -646,7 +661,7 @@ handle_start (Connection            *conn,
 {
   Containerd__Task__V2__StartResponse response = CONTAINERD__TASK__V2__START_RESPONSE__INIT;
 
-  response.pid = MAX (server.child_pid, 0);
+  response.pid = reported_pid ();
   reply_message (conn, stream_id, &response.base);
 }
 
@@ -889,6 +904,7 @@ handle_request (Connection   *conn,
         case MODE_NORMAL:
         case MODE_HANG_CONNECT:
         case MODE_HANG_DELETE:
+        case MODE_HANG_DELETE_NO_PID:
         case MODE_FAIL_START:
         case MODE_BAD_START:
         default:
@@ -1312,7 +1328,7 @@ action_delete (Mode mode)
   gsize length;
   pid_t pid = 0;
 
-  if (mode == MODE_HANG_DELETE)
+  if (mode == MODE_HANG_DELETE || mode == MODE_HANG_DELETE_NO_PID)
     {
       g_printerr ("test shim: delete hangs on purpose\n");
       for (;;)
