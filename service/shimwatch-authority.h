@@ -18,14 +18,28 @@ typedef enum {
 #define SHIMWATCH_TYPE_AUTHORITY (shimwatch_authority_get_type ())
 G_DECLARE_FINAL_TYPE (ShimwatchAuthority, shimwatch_authority, SHIMWATCH, AUTHORITY, GObject)
 
-ShimwatchAuthority *shimwatch_authority_new          (GDBusConnection              *connection);
+/* use_polkit FALSE (development on a session bus): only root and the service's own
+ * user are allowed */
+ShimwatchAuthority *shimwatch_authority_new          (GDBusConnection              *connection,
+                                                      gboolean                      use_polkit);
+/* details: polkit details rules can match (namespace, id), may be NULL */
 void                shimwatch_authority_check_async  (ShimwatchAuthority           *self,
                                                       GDBusMethodInvocation        *invocation,
                                                       const char                   *action_id,
+                                                      const char                   *namespace_,
+                                                      const char                   *id,
                                                       GAsyncReadyCallback           callback,
                                                       gpointer                      user_data);
 gboolean            shimwatch_authority_check_finish (ShimwatchAuthority           *self,
                                                       GAsyncResult                 *result,
                                                       GError                      **error);
+
+/* polkit's answer to a D-Bus error (pure; unit-tested for every combination) */
+gboolean            shimwatch_authority_result_to_error (gboolean                   authorized,
+                                                         gboolean                   is_challenge,
+                                                         gboolean                   dismissed,
+                                                         gboolean                   interactive,
+                                                         const char                *action_id,
+                                                         GError                   **error);
 
 G_END_DECLS

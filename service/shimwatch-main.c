@@ -22,6 +22,7 @@ typedef struct {
   ShimwatchManager *manager;
   GDBusConnection  *connection;
   gboolean          name_acquired;
+  gboolean          session;
   gboolean          stopping;
   int               exit_status;
   gint64            stop_deadline;
@@ -79,7 +80,8 @@ export_manager (Daemon          *daemon,
 {
   g_autoptr(GError) error = NULL;
 
-  if (!shimwatch_manager_export (daemon->manager, connection, &error))
+  /* polkit lives on the system bus; --address is a system-like bus in tests */
+  if (!shimwatch_manager_export (daemon->manager, connection, !daemon->session, &error))
     {
       g_critical ("cannot export %s: %s", SHIMWATCH_DBUS_PATH, error->message);
       stop (daemon, EXIT_FAILURE);
@@ -144,8 +146,7 @@ main (int    argc,
     { "address", 0, 0, G_OPTION_ARG_STRING, &address,
       N_("Use the message bus at ADDRESS (tests)"), N_("ADDRESS") },
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_file,
-      N_("Read settings from FILE (default: " SHIMWATCH_SYSCONFDIR "/shimwatch/shimwatch.conf)"),
-      N_("FILE") },
+      N_("Read settings from FILE"), N_("FILE") },
     { "runtime-dir", 0, 0, G_OPTION_ARG_FILENAME, &runtime_dir,
       N_("Keep task directories and sockets in DIR (default: $RUNTIME_DIRECTORY or /run/shimwatch)"),
       N_("DIR") },
@@ -169,6 +170,14 @@ main (int    argc,
       "dies: shim delete, task directory, socket and runc state, with TaskExit and "
       "TaskDelete on the bus exactly once."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  {
+    g_autofree char *description =
+      g_strdup_printf (_("Settings are read from %s if it exists. The service owns %s on the "
+                         "system bus; only root may run it."),
+                       SHIMWATCH_SYSCONFDIR "/shimwatch/shimwatch.conf", SHIMWATCH_DBUS_NAME);
+
+    g_option_context_set_description (context, description);
+  }
   if (!g_option_context_parse (context, &argc, &argv, &error))
     {
       g_printerr ("%s: %s\n", g_get_prgname (), error->message);
@@ -214,6 +223,7 @@ main (int    argc,
   if (geteuid () != 0)
     g_warning ("running as uid %u: real shims and runc need root", (guint) geteuid ());
 
+  daemon.session = session;
   daemon.manager = shimwatch_manager_new (config, &error);
   if (daemon.manager == NULL)
     {
@@ -233,7 +243,8 @@ main (int    argc,
         NULL, NULL, &error);
       if (daemon.connection == NULL)
         {
-          g_printerr ("%s: cannot connect to %s: %s\n", g_get_prgname (), address, error->message);
+          g_printerr (_("%s: cannot connect to %s: %s\n"), g_get_prgname (), address,
+                      error->message);
           return EXIT_FAILURE;
         }
       export_manager (&daemon, daemon.connection);

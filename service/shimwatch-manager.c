@@ -489,7 +489,7 @@ handle_create_task (ShimwatchDbusManager  *iface,
   data->reserved = TRUE;
 
   shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_MANAGE,
-                                   create_authorized_cb, data);
+                                   data->namespace_, data->id, create_authorized_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -701,7 +701,7 @@ handle_reap (ShimwatchDbusManager  *iface,
   data->id = g_strdup (arg_id);
   data->timeout_ms = timeout_ms;
   shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_REAP,
-                                   reap_authorized_cb, data);
+                                   data->namespace_, data->id, reap_authorized_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -798,11 +798,12 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
 gboolean
 shimwatch_manager_export (ShimwatchManager  *self,
                           GDBusConnection   *connection,
+                          gboolean           use_polkit,
                           GError           **error)
 {
   g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), FALSE);
 
-  self->authority = shimwatch_authority_new (connection);
+  self->authority = shimwatch_authority_new (connection, use_polkit);
   self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
   g_dbus_object_manager_server_set_connection (self->object_manager, connection);
   return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self), connection,

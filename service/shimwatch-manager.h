@@ -22,8 +22,11 @@ G_DECLARE_FINAL_TYPE (ShimwatchManager, shimwatch_manager, SHIMWATCH, MANAGER,
 
 ShimwatchManager   *shimwatch_manager_new                 (const ShimwatchConfig  *config,
                                                            GError                **error);
+/* use_polkit: ask polkit (system bus); otherwise only root and our own user may change
+ * anything (development on a session bus) */
 gboolean            shimwatch_manager_export              (ShimwatchManager       *self,
                                                            GDBusConnection        *connection,
+                                                           gboolean                use_polkit,
                                                            GError                **error);
 /* stop supervising without touching any shim: they outlive the service */
 void                shimwatch_manager_shutdown            (ShimwatchManager       *self);

@@ -445,7 +445,8 @@ authorize (ShimwatchShim         *self,
   auth->func = func;
   auth->data = data;
   shimwatch_authority_check_async (shimwatch_manager_get_authority (self->manager), invocation,
-                                   SHIMWATCH_ACTION_MANAGE, authorized_cb, auth);
+                                   SHIMWATCH_ACTION_MANAGE, self->namespace_, self->id,
+                                   authorized_cb, auth);
 }
 
 static gboolean

@@ -537,6 +537,92 @@ class ReapTests(ShimwatchTestCase):
         self.assert_nothing_left("default", "reaped", sock, task_pid)
 
 
+def call_as(uid, path, method, *args, interactive=False):
+    """gdbus call as another user; returns (returncode, stdout, D-Bus error name or None)."""
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "gdbus", "call", "--system", "--dest", BUS_NAME, "--object-path", path,
+            "--method", method] + list(args)
+    if interactive:
+        argv.insert(argv.index("call") + 1, "--interactive")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    name = None
+    if proc.returncode != 0 and "GDBus.Error:" in proc.stderr:
+        name = proc.stderr.split("GDBus.Error:", 1)[1].split(":", 1)[0].strip()
+    return proc.returncode, proc.stdout, name
+
+
+class PolkitTests(ShimwatchTestCase):
+    """Real polkitd with the project's policy and tests/50-test-shimwatch.rules:
+    daemon (uid 1) is allowed by rule, bin (uid 2) refused, nobody gets the defaults."""
+
+    NOBODY, RULE_ALLOWED, RULE_DENIED = 65534, 1, 2
+
+    def test_unprivileged_reap_is_refused_and_changes_nothing(self):
+        path = self.create_task("default", "guarded")
+        shim_pid = self.prop(path, "ShimPid")
+        _, _, name = call_as(self.NOBODY, MANAGER_PATH, MANAGER + ".Reap", "default", "guarded",
+                             "{}")
+        self.assertEqual(name, ERROR + "NotAuthorizedCanObtain")
+        _, _, name = call_as(self.RULE_DENIED, MANAGER_PATH, MANAGER + ".Reap", "default",
+                             "guarded", "{}")
+        self.assertEqual(name, ERROR + "NotAuthorized")
+        for uid in (self.NOBODY, self.RULE_DENIED):
+            _, _, name = call_as(uid, path, SHIM + ".Kill", "9", "false")
+            self.assertIn(name, (ERROR + "NotAuthorized", ERROR + "NotAuthorizedCanObtain"))
+            _, _, name = call_as(uid, MANAGER_PATH, MANAGER + ".CreateTask", "default", "sneaky",
+                                 self.bundle, "{}")
+            self.assertIn(name, (ERROR + "NotAuthorized", ERROR + "NotAuthorizedCanObtain"))
+        # nothing changed: the shim runs, its object stays, nothing new exists
+        self.assertFalse(process_dead(shim_pid))
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([path],))
+        self.assertFalse(os.path.exists(self.task_dir("default", "sneaky")))
+        self.assertEqual([e for e in self.signals.log
+                          if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
+
+    def test_rule_allowed_user_may_reap(self):
+        path = self.create_task("default", "byrule")
+        shim_pid = self.prop(path, "ShimPid")
+        task_pid = self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        rc, out, name = call_as(self.RULE_ALLOWED, MANAGER_PATH, MANAGER + ".Reap", "default",
+                                "byrule", "{}")
+        self.assertEqual((rc, name), (0, None), out)
+        self.assertEqual(out.strip(), "(uint32 137,)")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 2, "signals")
+        self.assert_crash_sequence("default", "byrule", path, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "byrule", sock, task_pid)
+
+    def test_read_only_access_is_open(self):
+        path = self.create_task("default", "visible")
+        for method, args in ((MANAGER + ".ListShims", ()),
+                             (MANAGER + ".GetShim", ("default", "visible")),
+                             ("org.freedesktop.DBus.ObjectManager.GetManagedObjects", ()),
+                             ("org.freedesktop.DBus.Properties.GetAll", (MANAGER,)),
+                             ("org.freedesktop.DBus.Introspectable.Introspect", ()),
+                             ("org.freedesktop.DBus.Peer.Ping", ())):
+            rc, out, name = call_as(self.NOBODY, MANAGER_PATH, method, *args)
+            self.assertEqual((rc, name), (0, None), method)
+        rc, out, _ = call_as(self.NOBODY, path, "org.freedesktop.DBus.Properties.Get", SHIM,
+                             "Status")
+        self.assertEqual(rc, 0)
+        self.assertIn("running", out)
+
+    def test_unprivileged_process_cannot_own_the_name(self):
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               "gdbus", "call", "--system", "--dest", "org.freedesktop.DBus",
+                               "--object-path", "/org/freedesktop/DBus", "--method",
+                               "org.freedesktop.DBus.RequestName", BUS_NAME, "0"],
+                              capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("org.freedesktop.DBus.Error.AccessDenied", proc.stderr)
+
+    def test_other_interfaces_are_not_reachable(self):
+        rc, _, name = call_as(self.NOBODY, MANAGER_PATH, "org.example.Nope.Method")
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(name, "org.freedesktop.DBus.Error.AccessDenied")
+
+
 class TapResult(unittest.TestResult):
     def __init__(self):
         super().__init__()
@@ -573,9 +659,9 @@ class TapResult(unittest.TestResult):
         self._fail(test, err)
 
 
-def main():
+def run_tests(module):
     loader = unittest.TestLoader()
-    suite = loader.loadTestsFromModule(sys.modules[__name__])
+    suite = loader.loadTestsFromModule(module)
     tests = []
 
     def flatten(s):
@@ -599,4 +685,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(sys.modules[__name__]))

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-authority.h"
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-error.h"
@@ -220,6 +221,35 @@ test_kill_processes_in (void)
   g_rmdir (elsewhere);
 }
 
+static void
+test_authority_results (void)
+{
+  /* every combination polkit can answer, with and without interaction allowed */
+  for (guint bits = 0; bits < 16; bits++)
+    {
+      gboolean authorized = (bits & 1) != 0;
+      gboolean challenge = (bits & 2) != 0;
+      gboolean dismissed = (bits & 4) != 0;
+      gboolean interactive = (bits & 8) != 0;
+      g_autoptr(GError) error = NULL;
+      gboolean ok = shimwatch_authority_result_to_error (authorized, challenge, dismissed,
+                                                         interactive, "org.shimwatch.reap",
+                                                         &error);
+
+      if (authorized)
+        {
+          g_assert_true (ok);
+          g_assert_no_error (error);
+        }
+      else if (challenge && !dismissed && !interactive)
+        g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN);
+      else
+        g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED);
+      if (!authorized)
+        g_assert_nonnull (strstr (error->message, "org.shimwatch.reap"));
+    }
+}
+
 int
 main (int    argc,
       char **argv)
@@ -229,6 +259,7 @@ main (int    argc,
   g_test_add_func ("/service/config", test_config);
   g_test_add_func ("/service/error-names", test_error_names);
   g_test_add_func ("/service/error-convert", test_error_convert);
+  g_test_add_func ("/service/authority-results", test_authority_results);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
   return g_test_run ();

@@ -38,4 +38,51 @@ if [ ! -s "$run/address" ]; then
 fi
 export DBUS_SYSTEM_BUS_ADDRESS=$(head -n 1 "$run/address")
 export SHIMWATCH_TEST_BUS_DIR=$run
+
+name_has_owner () {
+  gdbus call --system --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+    --method org.freedesktop.DBus.NameHasOwner "$1" 2>/dev/null | grep -q true
+}
+
+# polkit: SHIMWATCH_POLKIT=real (default) runs the real polkitd, isolated in a mount
+# namespace that shows it only the project's policy and the test rules (test-harness.md
+# §4.4); =mock runs python-dbusmock's polkitd template (for a hanging authority).
+case "${SHIMWATCH_POLKIT:-real}" in
+  real)
+    policy=${SHIMWATCH_POLICY_FILE:?SHIMWATCH_POLICY_FILE names the built org.shimwatch.policy}
+    rules=${SHIMWATCH_TEST_RULES:-$here/50-test-shimwatch.rules}
+    pk=$run/polkit
+    mkdir -p "$pk/actions" "$pk/rules.d" "$pk/empty"
+    cp "$policy" "$pk/actions/"
+    cp "$rules" "$pk/rules.d/"
+    chmod -R a+rX "$pk"
+    unshare --mount --propagation private sh -c "
+      mount --bind '$pk/actions' /usr/share/polkit-1/actions &&
+      mount --bind '$pk/rules.d' /etc/polkit-1/rules.d &&
+      mount --bind '$pk/empty' /usr/share/polkit-1/rules.d &&
+      exec /usr/lib/polkit-1/polkitd --no-debug" >"$run/polkitd.log" 2>&1 &
+    polkit_pid=$!
+    ;;
+  mock)
+    install -d -o polkitd "$run/mock"
+    setpriv --reuid=polkitd --regid=polkitd --init-groups /usr/bin/python3 -m dbusmock \
+      --template polkitd -l "$run/mock/dbusmock.log" >/dev/null 2>&1 &
+    polkit_pid=$!
+    ;;
+  *)
+    polkit_pid=
+    ;;
+esac
+if [ -n "$polkit_pid" ]; then
+  trap 'kill $polkit_pid 2>/dev/null || true; wait $polkit_pid 2>/dev/null || true; cleanup' EXIT
+  for _ in $(seq 200); do
+    name_has_owner org.freedesktop.PolicyKit1 && break
+    sleep 0.05
+  done
+  if ! name_has_owner org.freedesktop.PolicyKit1; then
+    echo "Bail out! polkitd did not start:"
+    sed 's/^/# /' "$run/polkitd.log" 2>/dev/null || true
+    exit 1
+  fi
+fi
 "$@"

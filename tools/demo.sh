@@ -22,17 +22,12 @@ finish () {
 trap finish EXIT
 say () { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-if [ -z "${DBUS_SYSTEM_BUS_ADDRESS:-}" ] && ! [ -S /run/dbus/system_bus_socket ]; then
-  say "no system bus here: starting a private one with data/dbus-1/org.shimwatch.Shimwatch1.conf"
-  mkdir -p "$work/bus/policy" "$work/bus/services"; chmod 755 "$work" "$work/bus"
-  cp data/dbus-1/*.conf "$work/bus/policy/"
-  sed -e "s|@RUNDIR@|$work/bus|" -e "s|@SERVICEDIR@|$work/bus/services|" \
-      -e "s|@POLICYDIR@|$work/bus/policy|" tests/system-bus.conf.in > "$work/bus/bus.conf"
-  dbus-daemon --config-file="$work/bus/bus.conf" --nofork --print-address=3 3>"$work/bus/address" \
-    >"$work/bus/log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do [ -s "$work/bus/address" ] && break; sleep 0.05; done
-  export DBUS_SYSTEM_BUS_ADDRESS=$(head -n 1 "$work/bus/address")
+# A private system bus with the project's bus policy and a real polkitd that knows only
+# the project's policy (tests/with-system-bus.sh): nothing on the host is changed.
+if [ -z "${SHIMWATCH_DEMO_BUS:-}" ]; then
+  say "starting a private system bus (data/dbus-1 policy) and an isolated polkitd"
+  SHIMWATCH_DEMO_BUS=1 SHIMWATCH_POLICY_FILE="$build/data/org.shimwatch.policy" \
+    PROJECT_DATA="$top/data" exec bash tests/with-system-bus.sh bash "$0" "$@"
 fi
 
 say "starting shimwatchd (runtime directory $runtime_dir)"
@@ -45,7 +40,7 @@ for _ in $(seq 100); do
 done
 
 say "watching the bus: gdbus monitor --system --dest org.shimwatch.Shimwatch1"
-stdbuf -oL gdbus monitor --system --dest org.shimwatch.Shimwatch1 | sed -u 's/^/  [bus] /' &
+stdbuf -oL gdbus monitor --system --dest org.shimwatch.Shimwatch1 > >(sed -u 's/^/  [bus] /') &
 pids+=($!)
 sleep 0.5
 
