@@ -15,6 +15,7 @@
 #include <glib-unix.h>
 
 #include "shimwatch-cleanup.h"
+#include "shimwatch-crash-point.h"
 #include "shimwatch-names.h"
 
 #define KILL_WAIT_MS 2000
@@ -328,6 +329,7 @@ remove_state_done_cb (GObject      *source,
   ShimwatchCleanup *self = g_task_get_source_object (task);
   RunData *data = g_task_get_task_data (task);
 
+  shimwatch_crash_point ("state-removed");
   release_slot (self, data);
   self->n_running--;
   log_step (data->request, G_LOG_LEVEL_INFO, "cleanup finished (delete %s, task dir %s)",
@@ -369,6 +371,7 @@ delete_done_cb (GObject      *source,
       log_step (data->request, G_LOG_LEVEL_INFO, "shim delete: pid %u, exit status %u",
                 data->result->deleted.pid, data->result->deleted.exit_status);
     }
+  shimwatch_crash_point ("shim-deleted");
 
   remove_state (task);
 }

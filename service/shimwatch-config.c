@@ -33,6 +33,7 @@ shimwatch_config_new (void)
   config->runtime_path = g_strdupv ((GStrv) path);
   config->cleanup_timeout_ms = 5000;      /* containerd's io.containerd.timeout.shim.cleanup */
   config->cleanup_concurrency = 8;
+  config->health_interval_ms = 10000;
   return config;
 }
 
@@ -72,6 +73,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   g_auto(GStrv) runtime_path = NULL;
   gint64 timeout = 0;
   gint64 concurrency = 0;
+  gint64 health = -1;
 
   if (!g_key_file_load_from_file (file, path, G_KEY_FILE_NONE, &local_error))
     {
@@ -100,6 +102,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   READ (get_string_list, runtime_path, "RuntimePath");
   READ (g_key_file_get_int64, timeout, "CleanupTimeout");
   READ (g_key_file_get_int64, concurrency, "CleanupConcurrency");
+  READ (g_key_file_get_int64, health, "HealthInterval");
 #undef READ
 
   if ((runtime_dir != NULL && !absolute_dir ("RuntimeDirectory", runtime_dir, error)) ||
@@ -129,6 +132,16 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
       return FALSE;
     }
 
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", NULL) &&
+      (health < 0 || health > 3600))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: HealthInterval must be 0 (off) to 3600 seconds", path);
+      return FALSE;
+    }
+
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", NULL))
+    config->health_interval_ms = (guint) health * 1000;
   if (runtime_dir != NULL)
     replace_string (&config->runtime_dir, runtime_dir);
   if (state_dir != NULL)

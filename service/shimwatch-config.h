@@ -18,6 +18,7 @@ typedef struct {
   GStrv  runtime_path;         /* where containerd-shim-* binaries may come from */
   guint  cleanup_timeout_ms;
   guint  cleanup_concurrency;
+  guint  health_interval_ms;   /* 0: no health checks */
 } ShimwatchConfig;
 
 ShimwatchConfig *shimwatch_config_new       (void);

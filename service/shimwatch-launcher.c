@@ -417,7 +417,7 @@ start_connect_rpc_cb (GObject      *source,
                     SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
                     SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
                     SHIMWATCH_LOG_FIELD_SHIM_PID, pid_text,
-                    "MESSAGE", "shim for %s/%s started: pid %u, %s, task API v%d",
+                    "MESSAGE", "shim for %s/%s answers: pid %u, %s, task API v%d",
                     data->namespace_, data->id, handle->shim_pid, handle->address,
                     shimwatch_task_client_get_version (handle->client));
   state->handle = NULL;
@@ -527,6 +527,49 @@ shimwatch_launcher_start_async (ShimwatchLauncher   *self,
                           start_communicate_cb, callback, user_data);
   g_object_set_data_full (G_OBJECT (task), "start-state", state,
                           (GDestroyNotify) start_state_free);
+}
+
+void
+shimwatch_launcher_connect_async (ShimwatchLauncher   *self,
+                                  const char          *namespace_,
+                                  const char          *id,
+                                  const char          *task_dir,
+                                  const char          *address,
+                                  GAsyncReadyCallback  callback,
+                                  gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr(GError) error = NULL;
+  StartState *state = g_new0 (StartState, 1);
+  RunData *data = g_new0 (RunData, 1);
+
+  g_return_if_fail (SHIMWATCH_IS_LAUNCHER (self));
+
+  /* the same tail as start: connect, then Connect; only the process is not ours */
+  g_task_set_source_tag (task, shimwatch_launcher_start_async);
+  data->namespace_ = g_strdup (namespace_);
+  data->id = g_strdup (id);
+  data->task_dir = g_strdup (task_dir);
+  g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
+  state->handle = g_new0 (ShimwatchShimHandle, 1);
+  state->handle->address = g_strdup (address);
+  g_object_set_data_full (G_OBJECT (task), "start-state", state,
+                          (GDestroyNotify) start_state_free);
+
+  /* a live shim blocks writing its log until someone reads the FIFO again */
+  state->handle->log = shimwatch_shim_log_open (task_dir, namespace_, id, &error);
+  if (state->handle->log == NULL)
+    g_debug ("%s/%s: no shim log: %s", namespace_, id, error->message);
+  shimwatch_ttrpc_connect_async (address, NULL, start_socket_cb, g_steal_pointer (&task));
+}
+
+ShimwatchShimHandle *
+shimwatch_launcher_connect_finish (ShimwatchLauncher  *self,
+                                   GAsyncResult       *result,
+                                   GError            **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
 }
 
 ShimwatchShimHandle *

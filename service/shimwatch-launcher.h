@@ -61,6 +61,19 @@ ShimwatchShimHandle *shimwatch_launcher_start_finish     (ShimwatchLauncher   *s
                                                           GAsyncResult        *result,
                                                           GError             **error);
 
+/* take over a running shim again (after a restart of the service): reopen the log FIFO,
+ * connect to address and call Connect; fails if the shim does not answer in time */
+void                 shimwatch_launcher_connect_async    (ShimwatchLauncher   *self,
+                                                          const char          *namespace_,
+                                                          const char          *id,
+                                                          const char          *task_dir,
+                                                          const char          *address,
+                                                          GAsyncReadyCallback  callback,
+                                                          gpointer             user_data);
+ShimwatchShimHandle *shimwatch_launcher_connect_finish   (ShimwatchLauncher   *self,
+                                                          GAsyncResult        *result,
+                                                          GError             **error);
+
 /* `<shim> … delete` with cwd = task_dir; SIGKILLed after timeout_ms. No GCancellable on
  * purpose: a cleanup is bounded by its timeout and nothing else. */
 void                 shimwatch_launcher_delete_async     (ShimwatchLauncher   *self,

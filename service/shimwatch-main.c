@@ -103,8 +103,13 @@ name_acquired_cb (GDBusConnection *connection,
 {
   Daemon *daemon = user_data;
 
+  if (daemon->name_acquired)
+    return;
   daemon->name_acquired = TRUE;
   g_message ("shimwatchd %s ready on the bus as %s", PACKAGE_VERSION, name);
+  /* the name first, then the tasks: signals for shims that died while we were down go
+   * out under the well-known name, and objects appear as their shims answer */
+  shimwatch_manager_load (daemon->manager);
 }
 
 static void

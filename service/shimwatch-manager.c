@@ -12,6 +12,7 @@
 #include "shimwatch-events-server.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
+#include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 
 #define RPC_TIMEOUT_MS 10000
@@ -23,6 +24,8 @@ struct _ShimwatchManager
   ShimwatchConfig              *config;
   char                         *tasks_dir;
   char                         *runc_root;
+  char                         *records_dir;
+  guint                         n_loading;
   ShimwatchLauncher            *launcher;
   ShimwatchCleanup             *cleanup;
   ShimwatchEventsServer        *events;
@@ -32,7 +35,6 @@ struct _ShimwatchManager
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
   GHashTable                   *reserved;   /* "ns/id" being created */
   GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
-  guint                         n_orphan_cleanups;
 };
 
 static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
@@ -265,6 +267,8 @@ create_finish (CreateData *data)
   g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
   g_signal_connect (data->shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
   g_signal_connect (data->shim, "finished", G_CALLBACK (shim_finished_cb), self);
+  /* recorded before anyone learns of it: from now on a restart knows this task */
+  shimwatch_shim_make_persistent (data->shim);
   export_shim (self, data->shim);
   update_shim_count (self);
   shimwatch_dbus_manager_complete_create_task (SHIMWATCH_DBUS_MANAGER (self), data->invocation,
@@ -574,10 +578,66 @@ orphan_cleanup_done_cb (GObject      *source,
   g_autoptr(ShimwatchCleanupResult) outcome = NULL;
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
-  data->self->n_orphan_cleanups--;
   count_cleanup (data->self, !outcome->delete_ok);
   shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (data->self), data->invocation,
                                         outcome->delete_ok ? outcome->deleted.exit_status : 255);
+}
+
+/* state on disk that no supervised task owns (a task directory without a record, a broken
+ * record, leftovers of a failed cleanup): cleaned like a dead shim's, without events since
+ * nothing says the task was ever handed to a client. FALSE if there is nothing. */
+static gboolean
+start_orphan_cleanup (ShimwatchManager    *self,
+                      const char          *namespace_,
+                      const char          *id,
+                      guint                timeout_ms,
+                      GAsyncReadyCallback  callback,
+                      gpointer             user_data)
+{
+  g_autofree char *task_dir = task_dir_for (self, namespace_, id);
+  g_autofree char *runc_state = g_build_filename (self->runc_root, namespace_, id, NULL);
+  g_autofree char *binary_file = g_build_filename (task_dir, "shim-binary-path", NULL);
+  g_autofree char *address_file = g_build_filename (task_dir, "address", NULL);
+  g_autofree char *binary = NULL;
+  g_autofree char *address = NULL;
+  ShimwatchCleanupRequest *request;
+  guint killed;
+
+  if (!g_file_test (task_dir, G_FILE_TEST_IS_DIR) && !g_file_test (runc_state, G_FILE_TEST_IS_DIR))
+    return FALSE;
+
+  if (g_file_get_contents (binary_file, &binary, NULL, NULL))
+    {
+      /* only a runtime from our own directories is run, whatever the file says */
+      g_autofree char *dir = g_path_get_dirname (binary);
+
+      if (!g_strv_contains ((const char * const *) self->config->runtime_path, dir) ||
+          !g_file_test (binary, G_FILE_TEST_IS_EXECUTABLE))
+        g_clear_pointer (&binary, g_free);
+    }
+  /* a shim that may still run there: nobody supervises it, so it goes */
+  killed = g_file_test (task_dir, G_FILE_TEST_IS_DIR)
+             ? shimwatch_cleanup_kill_processes_in (task_dir) : 0;
+
+  request = shimwatch_cleanup_request_new ();
+  request->namespace_ = g_strdup (namespace_);
+  request->id = g_strdup (id);
+  request->task_dir = g_steal_pointer (&task_dir);
+  request->shim_binary = g_steal_pointer (&binary);
+  request->runc_state_dir = g_steal_pointer (&runc_state);
+  /* the 1.6 shim writes its address into the task dir; its socket file is ours to remove */
+  if (g_file_get_contents (address_file, &address, NULL, NULL) &&
+      g_str_has_prefix (address, "unix:///run/containerd/s/"))
+    request->socket_path = g_strdup (address + strlen ("unix://"));
+  request->timeout_ms = timeout_ms;
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, id,
+                    SHIMWATCH_LOG_FIELD_EVENT, "orphan",
+                    "MESSAGE", "%s/%s: cleaning state no supervised task owns%s", namespace_, id,
+                    killed > 0 ? " (killed its shim)" : "");
+  shimwatch_cleanup_run_async (self->cleanup, request, NULL, NULL, callback, user_data);
+  return TRUE;
 }
 
 static void
@@ -589,11 +649,6 @@ reap_authorized_cb (GObject      *source,
   ShimwatchManager *self = data->self;
   g_autoptr(GError) error = NULL;
   g_autofree char *key = task_key (data->namespace_, data->id);
-  g_autofree char *task_dir = NULL;
-  g_autofree char *runc_state = NULL;
-  g_autofree char *binary_file = NULL;
-  g_autofree char *binary = NULL;
-  ShimwatchCleanupRequest *request;
   ShimwatchShim *shim;
   GPtrArray *waiting;
 
@@ -619,36 +674,15 @@ reap_authorized_cb (GObject      *source,
     }
 
   /* nothing supervised: state left on disk is cleaned the same way */
-  task_dir = task_dir_for (self, data->namespace_, data->id);
-  runc_state = g_build_filename (self->runc_root, data->namespace_, data->id, NULL);
-  if (!g_file_test (task_dir, G_FILE_TEST_IS_DIR) && !g_file_test (runc_state, G_FILE_TEST_IS_DIR))
+  if (!start_orphan_cleanup (self, data->namespace_, data->id, data->timeout_ms,
+                             orphan_cleanup_done_cb, data))
     {
       g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_NOT_FOUND,
                                              "nothing is known or left on disk for %s", key);
       return;
     }
-  binary_file = g_build_filename (task_dir, "shim-binary-path", NULL);
-  if (g_file_get_contents (binary_file, &binary, NULL, NULL))
-    {
-      /* only a runtime from our own directories is run, whatever the file says */
-      g_autofree char *dir = g_path_get_dirname (binary);
-
-      if (!g_strv_contains ((const char * const *) self->config->runtime_path, dir) ||
-          !g_file_test (binary, G_FILE_TEST_IS_EXECUTABLE))
-        g_clear_pointer (&binary, g_free);
-    }
-
-  request = shimwatch_cleanup_request_new ();
-  request->namespace_ = g_strdup (data->namespace_);
-  request->id = g_strdup (data->id);
-  request->task_dir = g_steal_pointer (&task_dir);
-  request->shim_binary = g_steal_pointer (&binary);
-  request->runc_state_dir = g_steal_pointer (&runc_state);
-  request->timeout_ms = data->timeout_ms;
-  self->n_orphan_cleanups++;
-  shimwatch_cleanup_run_async (self->cleanup, request, NULL, NULL, orphan_cleanup_done_cb,
-                               g_steal_pointer (&data));
+  g_steal_pointer (&data);
 }
 
 static gboolean
@@ -703,6 +737,156 @@ handle_reap (ShimwatchDbusManager  *iface,
   shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_REAP,
                                    data->namespace_, data->id, reap_authorized_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- start-up: take over what an earlier run left ------------------------------------- */
+
+static void
+load_done (ShimwatchManager *self)
+{
+  if (--self->n_loading == 0)
+    g_message ("all recorded tasks are loaded: %u supervised", g_hash_table_size (self->shims));
+}
+
+static void
+load_connected_cb (GObject      *source,
+                   GAsyncResult *result,
+                   gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) shim = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchShimHandle *handle;
+  ShimwatchManager *self;
+
+  handle = shimwatch_launcher_connect_finish (SHIMWATCH_LAUNCHER (source), result, &error);
+  self = g_object_get_data (G_OBJECT (shim), "shimwatch-manager");
+  if (handle != NULL)
+    shimwatch_shim_readopt (shim, handle);
+  else
+    shimwatch_shim_mark_dead (shim, error->message);
+  load_done (self);
+}
+
+static void
+orphan_done_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  load_done (user_data);
+}
+
+static void
+load_record (ShimwatchManager *self,
+             ShimwatchRecord  *record)
+{
+  g_autofree char *key = task_key (record->namespace_, record->id);
+  g_autoptr(ShimwatchShim) shim = NULL;
+
+  if (g_hash_table_contains (self->shims, key))
+    return;
+  if (record->delete_emitted)
+    {
+      /* clients already heard the end of it: only files are left */
+      g_autoptr(GError) error = NULL;
+
+      self->n_loading++;
+      if (!start_orphan_cleanup (self, record->namespace_, record->id,
+                                 self->config->cleanup_timeout_ms, orphan_done_cb, self))
+        load_done (self);
+      if (!shimwatch_records_remove (self->records_dir, record->namespace_, record->id, &error))
+        g_warning ("%s", error->message);
+      return;
+    }
+
+  shim = shimwatch_shim_new_from_record (self, record);
+  g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
+  g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
+  g_signal_connect (shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
+  g_signal_connect (shim, "finished", G_CALLBACK (shim_finished_cb), self);
+  export_shim (self, shim);
+  update_shim_count (self);
+
+  self->n_loading++;
+  if (record->address[0] == '\0')
+    {
+      shimwatch_shim_mark_dead (shim, "no shim address was recorded");
+      load_done (self);
+      return;
+    }
+  shimwatch_launcher_connect_async (self->launcher, record->namespace_, record->id,
+                                    record->task_dir, record->address, load_connected_cb,
+                                    g_steal_pointer (&shim));
+}
+
+void
+shimwatch_manager_load (ShimwatchManager *self)
+{
+  g_autoptr(GPtrArray) broken = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr(GHashTable) known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GDir) namespaces = NULL;
+  const char *ns;
+
+  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
+
+  /* one pass over what is on disk now; CreateTask calls are served only after it */
+  records = shimwatch_records_load (self->records_dir, broken);
+  self->n_loading++;
+  for (guint i = 0; i < records->len; i++)
+    {
+      ShimwatchRecord *record = g_ptr_array_index (records, i);
+
+      g_hash_table_add (known, task_key (record->namespace_, record->id));
+      load_record (self, record);
+    }
+
+  /* task directories that no record explains: their shim, if any, goes too */
+  namespaces = g_dir_open (self->tasks_dir, 0, NULL);
+  while (namespaces != NULL && (ns = g_dir_read_name (namespaces)) != NULL)
+    {
+      g_autofree char *ns_dir = g_build_filename (self->tasks_dir, ns, NULL);
+      g_autoptr(GDir) tasks = g_dir_open (ns_dir, 0, NULL);
+      const char *id;
+
+      while (tasks != NULL && (id = g_dir_read_name (tasks)) != NULL)
+        {
+          g_autofree char *key = task_key (ns, id);
+          g_autofree char *path = g_build_filename (ns_dir, id, NULL);
+          g_autoptr(GError) error = NULL;
+
+          if (id[0] == '.')
+            {
+              /* a task directory half deleted by an interrupted cleanup */
+              g_autofree char *real = g_build_filename (ns_dir, id + 1, NULL);
+
+              if (!shimwatch_cleanup_remove_task_dir (real, &error) ||
+                  !shimwatch_cleanup_remove_task_dir (path, &error))
+                g_warning ("%s: %s", path, error->message);
+              continue;
+            }
+          if (g_hash_table_contains (known, key) ||
+              !shimwatch_identifier_validate ("namespace", ns, NULL) ||
+              !shimwatch_identifier_validate ("id", id, NULL))
+            continue;
+          g_message ("%s has no task record%s; cleaning it up", path,
+                     g_ptr_array_find_with_equal_func (broken, key, g_str_equal, NULL)
+                       ? " (it was broken)" : "");
+          self->n_loading++;
+          if (!start_orphan_cleanup (self, ns, id, self->config->cleanup_timeout_ms,
+                                     orphan_done_cb, self))
+            load_done (self);
+        }
+    }
+  load_done (self);
+}
+
+const char *
+shimwatch_manager_get_records_dir (ShimwatchManager *self)
+{
+  return self->records_dir;
 }
 
 /* -- setup ---------------------------------------------------------------------------- */
@@ -765,11 +949,13 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   self->config->runtime_path = g_strdupv (config->runtime_path);
   self->config->cleanup_timeout_ms = config->cleanup_timeout_ms;
   self->config->cleanup_concurrency = config->cleanup_concurrency;
+  self->config->health_interval_ms = config->health_interval_ms;
 
   self->tasks_dir = g_build_filename (config->runtime_dir, "tasks", NULL);
   self->runc_root = g_build_filename (config->runtime_dir, "runc", NULL);
+  self->records_dir = g_build_filename (config->runtime_dir, "records", NULL);
   if (!make_dir (config->runtime_dir, 0711, error) || !make_dir (self->tasks_dir, 0711, error) ||
-      !make_dir (self->runc_root, 0711, error))
+      !make_dir (self->runc_root, 0711, error) || !make_dir (self->records_dir, 0700, error))
     return NULL;
 
   events_path = g_build_filename (config->runtime_dir, "events.sock", NULL);
@@ -842,6 +1028,7 @@ shimwatch_manager_finalize (GObject *object)
   shimwatch_config_free (self->config);
   g_free (self->tasks_dir);
   g_free (self->runc_root);
+  g_free (self->records_dir);
   G_OBJECT_CLASS (shimwatch_manager_parent_class)->finalize (object);
 }
 

@@ -28,6 +28,10 @@ gboolean            shimwatch_manager_export              (ShimwatchManager     
                                                            GDBusConnection        *connection,
                                                            gboolean                use_polkit,
                                                            GError                **error);
+/* take over the tasks an earlier run recorded (live shims re-adopted, dead ones cleaned
+ * with their events) and clean task directories no record explains */
+void                shimwatch_manager_load                (ShimwatchManager       *self);
+const char         *shimwatch_manager_get_records_dir     (ShimwatchManager       *self);
 /* stop supervising without touching any shim: they outlive the service */
 void                shimwatch_manager_shutdown            (ShimwatchManager       *self);
 guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager       *self);

@@ -9,14 +9,18 @@
 #include <sys/pidfd.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
+#include <glib-unix.h>
 
+#include "shimwatch-crash-point.h"
 #include "shimwatch-error.h"
+#include "shimwatch-records.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-shim.h"
 
 #define RPC_TIMEOUT_MS      10000
 #define SHUTDOWN_TIMEOUT_MS 3000
+#define HEALTH_TIMEOUT_MS   5000
 
 struct _ShimwatchShim
 {
@@ -26,14 +30,22 @@ struct _ShimwatchShim
   char                *namespace_;
   char                *id;
   char                *path;
+  char                *runtime;
   char                *shim_binary;
   char                *task_dir;
+  guint64              task_start_time;
 
   ShimwatchShimHandle *handle;
   gulong               closed_id;
   int                  task_pidfd;
+  int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
+  guint                shim_pidfd_watch;
+  guint                health_timer;
+  gboolean             health_pending;
 
   gboolean             exported;
+  gboolean             persistent;       /* a record exists and follows every change */
+  gboolean             disconnected;     /* ShimDisconnected went out (maybe before a restart) */
   GPtrArray           *early_events;   /* arrived before export */
   gboolean             connected;
   gboolean             detached;
@@ -103,6 +115,51 @@ set_status (ShimwatchShim *self,
   shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
 }
 
+static void
+save (ShimwatchShim *self)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  if (!self->persistent)
+    return;
+  record.namespace_ = self->namespace_;
+  record.id = self->id;
+  record.runtime = self->runtime;
+  record.shim_binary = self->shim_binary;
+  record.task_dir = self->task_dir;
+  record.address = (char *) shimwatch_dbus_shim_get_address (iface);
+  record.shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
+  record.task_pid = shimwatch_dbus_shim_get_task_pid (iface);
+  record.task_start_time = self->task_start_time;
+  record.created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
+  record.status = (char *) shimwatch_dbus_shim_get_status (iface);
+  record.exit_known = self->exit_emitted;
+  record.exit = self->exit;
+  record.exit_emitted = self->exit_emitted;
+  record.disconnected = self->disconnected;
+  record.deleted = self->deleted;
+  record.delete_emitted = self->delete_emitted;
+  /* a record that cannot be written is logged, never fatal: supervision goes on */
+  if (!shimwatch_records_write (shimwatch_manager_get_records_dir (self->manager), &record, &error))
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+               error->message);
+}
+
+/* a signal is on its way to the bus before the record says it was sent: a crash in
+ * between sends it again after the restart rather than never */
+static void
+flush (ShimwatchShim *self)
+{
+  GDBusConnection *connection =
+    g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->manager));
+  g_autoptr(GError) error = NULL;
+
+  if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
+    g_debug ("flushing the bus connection: %s", error->message);
+}
+
 /* TaskExit exactly once per task */
 static void
 emit_task_exit (ShimwatchShim *self,
@@ -125,6 +182,9 @@ emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
+  flush (self);
+  save (self);
+  shimwatch_crash_point ("exit-emitted");
 }
 
 /* TaskDelete exactly once per task, then the manager drops the object */
@@ -142,6 +202,19 @@ emit_task_delete_and_finish (ShimwatchShim *self,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
+      flush (self);
+      save (self);
+      shimwatch_crash_point ("delete-emitted");
+    }
+  /* nothing is left to do for this task after a restart */
+  if (self->persistent)
+    {
+      g_autoptr(GError) error = NULL;
+
+      if (!shimwatch_records_remove (shimwatch_manager_get_records_dir (self->manager),
+                                     self->namespace_, self->id, &error))
+        log_event (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
+      self->persistent = FALSE;
     }
   if (self->delete_invocation != NULL)
     shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
@@ -163,8 +236,9 @@ cleanup_request (ShimwatchShim *self,
   request->shim_binary = g_strdup (self->shim_binary);
   request->runc_state_dir = g_build_filename (shimwatch_manager_get_runc_root (self->manager),
                                               self->namespace_, self->id, NULL);
-  if (self->handle != NULL && g_str_has_prefix (self->handle->address, "unix://"))
-    request->socket_path = g_strdup (self->handle->address + strlen ("unix://"));
+  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
+    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
+                                     strlen ("unix://"));
   request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
   request->kill_task = kill_task && self->task_pidfd >= 0;
   if (self->task_pidfd >= 0)
@@ -196,6 +270,7 @@ crash_cleanup_done_cb (GObject      *source,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  shimwatch_crash_point ("cleaned");
   if (!self->exit_emitted)
     {
       if (outcome->delete_ok)
@@ -226,16 +301,28 @@ normal_cleanup_done_cb (GObject      *source,
 }
 
 static void
-connection_closed_cb (ShimwatchTtrpc *ttrpc,
-                      GError         *reason,
-                      gpointer        user_data)
+stop_watching (ShimwatchShim *self)
 {
-  ShimwatchShim *self = user_data;
+  g_clear_handle_id (&self->shim_pidfd_watch, g_source_remove);
+  g_clear_handle_id (&self->health_timer, g_source_remove);
+  if (self->shim_pidfd >= 0)
+    {
+      close (self->shim_pidfd);
+      self->shim_pidfd = -1;
+    }
+}
+
+/* the connection to the shim is gone (or, after a restart, could not be made again) */
+static void
+on_disconnected (ShimwatchShim *self,
+                 const char    *reason)
+{
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   if (self->detached || self->cleaning)
     return;
   self->connected = FALSE;
+  stop_watching (self);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
     return;
@@ -250,12 +337,18 @@ connection_closed_cb (ShimwatchTtrpc *ttrpc,
       return;
     }
 
-  log_event (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)",
-             reason->message);
+  log_event (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)", reason);
   set_status (self, "disconnected");
-  shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
-                                                 self->namespace_, self->id,
-                                                 shimwatch_dbus_shim_get_shim_pid (iface));
+  if (!self->disconnected)
+    {
+      shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
+                                                     self->namespace_, self->id,
+                                                     shimwatch_dbus_shim_get_shim_pid (iface));
+      self->disconnected = TRUE;
+      flush (self);
+      save (self);
+      shimwatch_crash_point ("disconnected");
+    }
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
 
@@ -263,6 +356,75 @@ connection_closed_cb (ShimwatchTtrpc *ttrpc,
   shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
                                cleanup_request (self, !self->exit_emitted), killed_cb, self,
                                crash_cleanup_done_cb, g_object_ref (self));
+}
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  on_disconnected (user_data, reason->message);
+}
+
+static gboolean
+shim_process_exited_cb (int          fd,
+                        GIOCondition condition,
+                        gpointer     user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  self->shim_pidfd_watch = 0;
+  /* normally the socket's EOF comes first; if not, a child inherited the socket */
+  if (self->connected && self->handle != NULL)
+    {
+      log_event (self, G_LOG_LEVEL_WARNING, "disconnected",
+                 "shim process %u is dead but its connection is still open (a child of the "
+                 "shim holds the socket); treating the shim as gone",
+                 shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)));
+      shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+health_cb (GObject      *source,
+           GAsyncResult *result,
+           gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean answered;
+
+  self->health_pending = FALSE;
+  answered = shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result, NULL,
+                                                   NULL, &error);
+  if (!answered && !g_error_matches (error, SHIMWATCH_TTRPC_ERROR,
+                                     SHIMWATCH_GRPC_DEADLINE_EXCEEDED))
+    return;      /* closed: the disconnect path has it */
+  if (answered == shimwatch_dbus_shim_get_responsive (iface))
+    return;
+  shimwatch_dbus_shim_set_responsive (iface, answered);
+  if (answered)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "responsive", "shim answers again");
+  else
+    log_event (self, G_LOG_LEVEL_WARNING, "unresponsive",
+               "shim does not answer within %u ms; Reap can clean it up", HEALTH_TIMEOUT_MS);
+}
+
+/* no keepalive in ttrpc: a hung shim is only seen by asking it */
+static gboolean
+health_timer_cb (gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  if (self->connected && !self->health_pending && self->handle != NULL)
+    {
+      self->health_pending = TRUE;
+      shimwatch_task_client_connect_async (self->handle->client, HEALTH_TIMEOUT_MS, health_cb,
+                                           g_object_ref (self));
+    }
+  return G_SOURCE_CONTINUE;
 }
 
 void
@@ -279,8 +441,19 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   self->connected = TRUE;
   shimwatch_dbus_shim_set_address (iface, handle->address);
   shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
+  shimwatch_dbus_shim_set_responsive (iface, TRUE);
   ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
   self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  if (handle->shim_pid > 0)
+    {
+      self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
+      if (self->shim_pidfd >= 0)
+        self->shim_pidfd_watch = g_unix_fd_add (self->shim_pidfd, G_IO_IN,
+                                                shim_process_exited_cb, self);
+    }
+  if (shimwatch_manager_get_config (self->manager)->health_interval_ms > 0)
+    self->health_timer = g_timeout_add (shimwatch_manager_get_config (self->manager)->health_interval_ms,
+                                        health_timer_cb, self);
   if (shimwatch_ttrpc_is_closed (ttrpc))
     {
       g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
@@ -306,6 +479,7 @@ shimwatch_shim_set_created (ShimwatchShim *self,
   if (self->task_pidfd < 0 && pid > 0)
     {
       self->task_pidfd = pidfd_open ((pid_t) pid, 0);
+      self->task_start_time = shimwatch_process_start_time (pid);
       if (self->task_pidfd < 0)
         log_event (self, G_LOG_LEVEL_WARNING, "create", "cannot watch task process %u: %s", pid,
                    g_strerror (errno));
@@ -321,6 +495,7 @@ shimwatch_shim_set_started (ShimwatchShim *self,
 
   if (!self->exit_emitted)
     set_status (self, "running");
+  save (self);
   log_event (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
 }
 
@@ -641,6 +816,8 @@ delete_rpc_cb (GObject      *source,
   if (self->exit.exited_at == 0)
     self->exit.exited_at = g_get_real_time ();
   set_status (self, "stopped");
+  save (self);
+  shimwatch_crash_point ("deleted");
   shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
                                         shutdown_rpc_cb, g_object_ref (self));
 }
@@ -703,6 +880,7 @@ shimwatch_shim_detach (ShimwatchShim *self)
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   self->detached = TRUE;
+  stop_watching (self);
   if (self->handle != NULL)
     g_clear_signal_handler (&self->closed_id, shimwatch_task_client_get_ttrpc (self->handle->client));
 }
@@ -740,6 +918,108 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
                "killed the shim that never answered in %s", self->task_dir);
   shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
                                cleanup_request (self, TRUE), NULL, NULL, abandon_done_cb, task);
+}
+
+void
+shimwatch_shim_make_persistent (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->persistent = TRUE;
+  save (self);
+}
+
+ShimwatchShim *
+shimwatch_shim_new_from_record (ShimwatchManager      *manager,
+                                const ShimwatchRecord *record)
+{
+  ShimwatchShim *self = shimwatch_shim_new (manager, record->namespace_, record->id,
+                                            record->runtime,
+                                            record->shim_binary[0] != '\0' ? record->shim_binary
+                                                                            : NULL,
+                                            record->task_dir);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  self->persistent = TRUE;
+  self->task_start_time = record->task_start_time;
+  self->exit_emitted = record->exit_emitted;
+  self->exit = record->exit;
+  self->disconnected = record->disconnected;
+  self->deleted = record->deleted;
+  self->delete_emitted = record->delete_emitted;
+  shimwatch_dbus_shim_set_address (iface, record->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
+  shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
+  shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
+  shimwatch_dbus_shim_set_status (iface, record->status[0] != '\0' ? record->status : "created");
+  if (record->exit_emitted)
+    {
+      shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
+      shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
+    }
+  /* the task's init may still run: watch it again, unless its pid now names another process */
+  if (record->task_pid > 0 && !record->exit_emitted &&
+      shimwatch_process_start_time (record->task_pid) == record->task_start_time &&
+      record->task_start_time != 0)
+    self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+  return self;
+}
+
+static void
+readopt_state_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskState state = { 0 };
+
+  if (!shimwatch_task_client_state_finish (SHIMWATCH_TASK_CLIENT (source), result, &state,
+                                           &error))
+    {
+      log_event (self, G_LOG_LEVEL_WARNING, "readopt", "State after reconnecting: %s",
+                 error->message);
+      return;
+    }
+  /* whatever happened while the service was down: a real exit is reported now, once */
+  if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
+    {
+      if (!self->cleaning)
+        set_status (self, "stopped");
+      emit_task_exit (self, state.pid, state.exit_status,
+                      state.exited_at != 0 ? state.exited_at : g_get_real_time ());
+    }
+  else if (state.status != SHIMWATCH_TASK_STATUS_UNKNOWN && !self->cleaning)
+    set_status (self, shimwatch_task_status_to_string (state.status));
+  save (self);
+}
+
+void
+shimwatch_shim_readopt (ShimwatchShim       *self,
+                        ShimwatchShimHandle *handle)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_shim_attach (self, handle);
+  log_event (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
+             handle->shim_pid);
+  if (self->deleted)
+    {
+      /* the service died between Delete and the shim's shutdown: finish the teardown */
+      shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
+                                            shutdown_rpc_cb, g_object_ref (self));
+      return;
+    }
+  shimwatch_task_client_state_async (self->handle->client, RPC_TIMEOUT_MS, readopt_state_cb,
+                                     g_object_ref (self));
+}
+
+void
+shimwatch_shim_mark_dead (ShimwatchShim *self,
+                          const char    *reason)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  on_disconnected (self, reason);
 }
 
 const char *
@@ -800,6 +1080,7 @@ shimwatch_shim_new (ShimwatchManager *manager,
   self->manager = manager;
   self->namespace_ = g_strdup (namespace_);
   self->id = g_strdup (id);
+  self->runtime = g_strdup (runtime);
   self->shim_binary = g_strdup (shim_binary);
   self->task_dir = g_strdup (task_dir);
   self->path = g_strconcat (SHIMWATCH_DBUS_SHIMS_PATH "/", ns_part, "/", id_part, NULL);
@@ -836,6 +1117,7 @@ shimwatch_shim_finalize (GObject *object)
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
   g_ptr_array_unref (self->early_events);
+  g_free (self->runtime);
   g_free (self->namespace_);
   g_free (self->id);
   g_free (self->path);
@@ -875,5 +1157,6 @@ static void
 shimwatch_shim_init (ShimwatchShim *self)
 {
   self->task_pidfd = -1;
+  self->shim_pidfd = -1;
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
 }

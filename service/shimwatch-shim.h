@@ -34,6 +34,17 @@ ShimwatchTaskClient *shimwatch_shim_get_client (ShimwatchShim        *self);
 gboolean       shimwatch_shim_is_connected    (ShimwatchShim         *self);
 guint32        shimwatch_shim_get_last_exit_status (ShimwatchShim    *self);
 
+/* a shim known from its task record (service restart) */
+ShimwatchShim *shimwatch_shim_new_from_record (ShimwatchManager      *manager,
+                                               const ShimwatchRecord *record);
+/* from now on the task has a record that follows every change */
+void           shimwatch_shim_make_persistent (ShimwatchShim         *self);
+/* after a restart: the shim answered again (handle) or cannot be reached (dead) */
+void           shimwatch_shim_readopt         (ShimwatchShim         *self,
+                                               ShimwatchShimHandle   *handle);
+void           shimwatch_shim_mark_dead       (ShimwatchShim         *self,
+                                               const char            *reason);
+
 /* take over a started shim; from now on its disconnect is watched */
 void           shimwatch_shim_attach          (ShimwatchShim         *self,
                                                ShimwatchShimHandle   *handle);

@@ -1065,3 +1065,185 @@ shimwatch_wire_encode_forward_request (const ShimwatchEvent *event)
   request.envelope = &envelope;
   return pack_message (&request.base);
 }
+
+void
+shimwatch_record_free (ShimwatchRecord *record)
+{
+  if (record == NULL)
+    return;
+  g_free (record->namespace_);
+  g_free (record->id);
+  g_free (record->runtime);
+  g_free (record->shim_binary);
+  g_free (record->task_dir);
+  g_free (record->address);
+  g_free (record->status);
+  g_free (record);
+}
+
+GBytes *
+shimwatch_wire_encode_record (const ShimwatchRecord *record)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+  char *text;
+  gsize length;
+
+#define STRING(key, value) \
+  (json_builder_set_member_name (builder, key), json_builder_add_string_value (builder, (value) != NULL ? (value) : ""))
+#define INT(key, value) \
+  (json_builder_set_member_name (builder, key), json_builder_add_int_value (builder, (gint64) (value)))
+#define BOOL(key, value) \
+  (json_builder_set_member_name (builder, key), json_builder_add_boolean_value (builder, value))
+
+  json_builder_begin_object (builder);
+  INT ("version", SHIMWATCH_RECORD_VERSION);
+  STRING ("namespace", record->namespace_);
+  STRING ("id", record->id);
+  STRING ("runtime", record->runtime);
+  STRING ("shim_binary", record->shim_binary);
+  STRING ("task_dir", record->task_dir);
+  STRING ("address", record->address);
+  INT ("shim_pid", record->shim_pid);
+  INT ("task_pid", record->task_pid);
+  INT ("task_start_time", record->task_start_time);
+  INT ("created_at", record->created_at);
+  STRING ("status", record->status);
+  BOOL ("exit_known", record->exit_known);
+  INT ("exit_pid", record->exit.pid);
+  INT ("exit_status", record->exit.exit_status);
+  INT ("exited_at", record->exit.exited_at);
+  BOOL ("exit_emitted", record->exit_emitted);
+  BOOL ("disconnected", record->disconnected);
+  BOOL ("deleted", record->deleted);
+  BOOL ("delete_emitted", record->delete_emitted);
+  json_builder_end_object (builder);
+#undef STRING
+#undef INT
+#undef BOOL
+
+  root = json_builder_get_root (builder);
+  json_generator_set_root (generator, root);
+  json_generator_set_pretty (generator, TRUE);
+  text = json_generator_to_data (generator, &length);
+  return g_bytes_new_take (text, length);
+}
+
+static gboolean
+record_member (JsonObject  *object,
+               const char  *key,
+               GType        type,
+               JsonNode   **node,
+               GError     **error)
+{
+  *node = json_object_get_member (object, key);
+  if (*node != NULL && JSON_NODE_HOLDS_VALUE (*node) && json_node_get_value_type (*node) == type)
+    return TRUE;
+  g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+               "record field \"%s\" is missing or not a %s", key,
+               type == G_TYPE_STRING ? "string" : type == G_TYPE_BOOLEAN ? "boolean" : "number");
+  return FALSE;
+}
+
+ShimwatchRecord *
+shimwatch_wire_decode_record (const char  *data,
+                              gsize        length,
+                              GError     **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(ShimwatchRecord) record = g_new0 (ShimwatchRecord, 1);
+  g_autoptr(GError) local_error = NULL;
+  JsonObject *object;
+  JsonNode *root;
+  JsonNode *node;
+  static const struct { const char *key; gsize offset; } strings[] = {
+    { "namespace", G_STRUCT_OFFSET (ShimwatchRecord, namespace_) },
+    { "id", G_STRUCT_OFFSET (ShimwatchRecord, id) },
+    { "runtime", G_STRUCT_OFFSET (ShimwatchRecord, runtime) },
+    { "shim_binary", G_STRUCT_OFFSET (ShimwatchRecord, shim_binary) },
+    { "task_dir", G_STRUCT_OFFSET (ShimwatchRecord, task_dir) },
+    { "address", G_STRUCT_OFFSET (ShimwatchRecord, address) },
+    { "status", G_STRUCT_OFFSET (ShimwatchRecord, status) },
+  };
+  static const struct { const char *key; gsize offset; } flags[] = {
+    { "exit_known", G_STRUCT_OFFSET (ShimwatchRecord, exit_known) },
+    { "exit_emitted", G_STRUCT_OFFSET (ShimwatchRecord, exit_emitted) },
+    { "disconnected", G_STRUCT_OFFSET (ShimwatchRecord, disconnected) },
+    { "deleted", G_STRUCT_OFFSET (ShimwatchRecord, deleted) },
+    { "delete_emitted", G_STRUCT_OFFSET (ShimwatchRecord, delete_emitted) },
+  };
+  gint64 numbers[7];
+  static const char *number_keys[] = { "version", "shim_pid", "task_pid", "task_start_time",
+                                       "created_at", "exit_pid", "exit_status" };
+
+  if (!json_parser_load_from_data (parser, data, (gssize) length, &local_error))
+    {
+      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                   "record is not valid JSON: %s", local_error->message);
+      return NULL;
+    }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "record is not a JSON object");
+      return NULL;
+    }
+  object = json_node_get_object (root);
+
+  for (guint i = 0; i < G_N_ELEMENTS (strings); i++)
+    {
+      if (!record_member (object, strings[i].key, G_TYPE_STRING, &node, error))
+        return NULL;
+      G_STRUCT_MEMBER (char *, record, strings[i].offset) = g_strdup (json_node_get_string (node));
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (flags); i++)
+    {
+      if (!record_member (object, flags[i].key, G_TYPE_BOOLEAN, &node, error))
+        return NULL;
+      G_STRUCT_MEMBER (gboolean, record, flags[i].offset) = json_node_get_boolean (node);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (number_keys); i++)
+    {
+      if (!record_member (object, number_keys[i], G_TYPE_INT64, &node, error))
+        return NULL;
+      numbers[i] = json_node_get_int (node);
+      if (numbers[i] < 0 || (i != 3 && i != 4 && numbers[i] > G_MAXUINT32))
+        {
+          g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                       "record field \"%s\" is out of range", number_keys[i]);
+          return NULL;
+        }
+    }
+  if (!record_member (object, "exited_at", G_TYPE_INT64, &node, error))
+    return NULL;
+  record->exit.exited_at = MAX (json_node_get_int (node), 0);
+
+  if (numbers[0] != SHIMWATCH_RECORD_VERSION)
+    {
+      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_UNSUPPORTED,
+                   "record version %" G_GINT64_FORMAT " is not %d", numbers[0],
+                   SHIMWATCH_RECORD_VERSION);
+      return NULL;
+    }
+  record->shim_pid = (guint32) numbers[1];
+  record->task_pid = (guint32) numbers[2];
+  record->task_start_time = (guint64) numbers[3];
+  record->created_at = numbers[4];
+  record->exit.pid = (guint32) numbers[5];
+  record->exit.exit_status = (guint32) numbers[6];
+
+  /* what names files and processes must be as safe as what a D-Bus caller may send */
+  if (!shimwatch_identifier_validate ("namespace", record->namespace_, error) ||
+      !shimwatch_identifier_validate ("id", record->id, error))
+    return NULL;
+  if (!g_path_is_absolute (record->task_dir) ||
+      (record->shim_binary[0] != '\0' && !g_path_is_absolute (record->shim_binary)))
+    {
+      g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "record paths must be absolute");
+      return NULL;
+    }
+  return g_steal_pointer (&record);
+}

@@ -231,4 +231,35 @@ ShimwatchEvent *shimwatch_wire_decode_forward_request (GBytes               *pay
                                                        GError              **error);
 GBytes         *shimwatch_wire_encode_forward_request (const ShimwatchEvent *event);
 
+/* Task records: one JSON file per task, what a restarted service needs to finish the job
+ * exactly once (see shimwatch-records.h) */
+#define SHIMWATCH_RECORD_VERSION 1
+
+typedef struct {
+  char         *namespace_;
+  char         *id;
+  char         *runtime;
+  char         *shim_binary;
+  char         *task_dir;
+  char         *address;
+  guint32       shim_pid;
+  guint32       task_pid;
+  guint64       task_start_time;   /* /proc/<pid>/stat field 22: guards against pid reuse */
+  gint64        created_at;
+  char         *status;            /* the Status property when written */
+  gboolean      exit_known;        /* a real exit was seen (forwarded, or our own SIGKILL) */
+  ShimwatchExit exit;
+  gboolean      exit_emitted;      /* TaskExit went out */
+  gboolean      disconnected;      /* ShimDisconnected went out: cleanup is under way */
+  gboolean      deleted;           /* a normal Delete completed */
+  gboolean      delete_emitted;    /* TaskDelete went out: only files are left to remove */
+} ShimwatchRecord;
+
+void             shimwatch_record_free          (ShimwatchRecord  *record);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecord, shimwatch_record_free)
+GBytes          *shimwatch_wire_encode_record   (const ShimwatchRecord *record);
+ShimwatchRecord *shimwatch_wire_decode_record   (const char       *data,
+                                                 gsize             length,
+                                                 GError          **error);
+
 G_END_DECLS

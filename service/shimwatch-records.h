@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Task records: <runtime dir>/records/<namespace>/<id>.json, written atomically (temp
+ * file, fsync, rename, fsync of the directory) at every change a restarted service needs
+ * to know about, removed when the task is completely gone. A record that does not parse
+ * is moved aside (<id>.json.broken-<time>) with a log line, never dropped silently.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "shimwatch-wire.h"
+
+G_BEGIN_DECLS
+
+char      *shimwatch_records_path   (const char            *records_dir,
+                                     const char            *namespace_,
+                                     const char            *id);
+gboolean   shimwatch_records_write  (const char            *records_dir,
+                                     const ShimwatchRecord *record,
+                                     GError               **error);
+gboolean   shimwatch_records_remove (const char            *records_dir,
+                                     const char            *namespace_,
+                                     const char            *id,
+                                     GError               **error);
+/* every readable record; broken ones are moved aside and their "ns/id" (when the file
+ * name tells it) added to broken_keys */
+GPtrArray *shimwatch_records_load   (const char            *records_dir,
+                                     GPtrArray             *broken_keys);
+
+/* start time of a process in clock ticks since boot (/proc/<pid>/stat field 22), or 0 */
+guint64    shimwatch_process_start_time (guint32            pid);
+
+G_END_DECLS
