@@ -109,6 +109,7 @@ shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
   gsize length;
   struct stat st;
   int saved_errno;
+  int rc;
 
   g_return_val_if_fail (SHIMWATCH_IS_LAUNCHER (self), FALSE);
 
@@ -154,7 +155,14 @@ shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
                    "cannot create %s: %s", parent, g_strerror (saved_errno));
       return FALSE;
     }
-  if (g_mkdir (task_dir, 0700) != 0)
+  rc = g_mkdir (task_dir, 0700);
+  if (rc != 0 && errno == ENOENT)
+    {
+      /* a cleanup thread removed the namespace directory with its last task meanwhile */
+      g_mkdir_with_parents (parent, 0711);
+      rc = g_mkdir (task_dir, 0700);
+    }
+  if (rc != 0)
     {
       saved_errno = errno;
       g_set_error (error, SHIMWATCH_ERROR,

@@ -352,6 +352,12 @@ on_disconnected (ShimwatchShim *self,
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
 
+  /* a hung shim, or a child of a dead one still holding its socket, runs in the task
+   * directory (the runtime-v2 contract): it must not outlive the cleanup */
+  if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+               "killed what was still running in %s", self->task_dir);
+
   /* a task whose exit is already known is not killed again: its real status stays */
   shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
                                cleanup_request (self, !self->exit_emitted), killed_cb, self,

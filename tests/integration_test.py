@@ -7,6 +7,7 @@ shimwatch-test-shim where a fault is needed. Output is TAP, one line per test.""
 import errno
 import hashlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -152,10 +153,10 @@ class ShimwatchTestCase(unittest.TestCase):
 
     # -- the service -------------------------------------------------------------------
 
-    def start_daemon(self):
+    def start_daemon(self, **extra_env):
         argv = WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
                                   "--config", self.config, "--verbose"]
-        env = dict(os.environ, G_DEBUG="fatal-criticals")
+        env = dict(os.environ, G_DEBUG="fatal-criticals", **extra_env)
         self.daemon = subprocess.Popen(argv, stdout=open(self.log_path, "a"),
                                        stderr=subprocess.STDOUT, env=env)
         bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
@@ -169,6 +170,15 @@ class ShimwatchTestCase(unittest.TestCase):
                                   Gio.DBusCallFlags.NONE, -1, None)
             return reply.unpack()[0]
         wait_until(owned, 10, "shimwatchd to own its name")
+
+    def kill_daemon(self):
+        self.daemon.kill()
+        self.daemon.wait()
+        self.daemon = None
+
+    def wait_daemon_exit(self, timeout=10):
+        self.daemon.wait(timeout)
+        self.daemon = None
 
     def stop_daemon(self):
         if self.daemon is not None and self.daemon.poll() is None:
@@ -621,6 +631,291 @@ class PolkitTests(ShimwatchTestCase):
         rc, _, name = call_as(self.NOBODY, MANAGER_PATH, "org.example.Nope.Method")
         self.assertNotEqual(rc, 0)
         self.assertEqual(name, "org.freedesktop.DBus.Error.AccessDenied")
+
+
+class RestartTests(ShimwatchTestCase):
+    """Whatever dies - a shim, the service, both, in any order - every task ends with
+    exactly one TaskExit and one TaskDelete and nothing is left on disk."""
+
+    PROPS = ("Namespace", "Id", "Bundle", "Runtime", "Address", "ShimPid", "TaskPid", "Status",
+             "CreatedAt", "ExitStatus", "ExitedAt")
+
+    def snapshot(self, path):
+        return {name: self.prop(path, name) for name in self.PROPS}
+
+    def counts(self, namespace, task_id):
+        events = self.signals.for_task(namespace, task_id)
+        return {m: sum(1 for e in events if e[0] == m)
+                for m in ("ShimDisconnected", "TaskExit", "TaskDelete")}
+
+    def wait_loaded(self, paths, timeout=15):
+        wait_until(lambda: sorted(self.call(MANAGER_PATH, MANAGER, "ListShims")[0]) ==
+                   sorted(paths), timeout, f"{len(paths)} objects after the restart")
+
+    def test_sigterm_restart_readopts(self):
+        ids = [f"keep{i}" for i in range(5)]
+        paths = [self.create_task("default", i) for i in ids]
+        before = {p: self.snapshot(p) for p in paths}
+        self.stop_daemon()
+        for p in paths:
+            self.assertFalse(process_dead(before[p]["ShimPid"]))
+        self.start_daemon()
+        self.wait_loaded(paths)
+        for p in paths:
+            self.assertEqual(self.snapshot(p), before[p])
+            self.assertTrue(self.prop(p, "Responsive"))
+        self.assertEqual([e for e in self.signals.log
+                          if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
+        # the shims still talk to us: Kill gives a forwarded TaskExit, Delete works
+        self.call(paths[0], SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.signals.named("TaskExit", id="keep0"), 5, "forwarded TaskExit")
+        wait_until(lambda: self.prop(paths[0], "Status") == "stopped", 2, "stopped")
+        self.assertEqual(self.call(paths[0], SHIM, "Delete")[0], 137)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[0]), 5, "removal")
+        self.assertEqual(self.counts("default", "keep0"),
+                         {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 1})
+        # and a shim that dies now is cleaned up as ever
+        sock = self.socket_of(paths[1])
+        os.kill(before[paths[1]]["ShimPid"], signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[1]), 3, "cleanup")
+        self.assert_crash_sequence("default", "keep1", paths[1], before[paths[1]]["ShimPid"],
+                                   before[paths[1]]["TaskPid"], 137)
+        self.assert_nothing_left("default", "keep1", sock, before[paths[1]]["TaskPid"])
+
+    def test_shims_die_while_service_is_down(self):
+        ids = [f"down{i}" for i in range(5)]
+        paths = {i: self.create_task("default", i) for i in ids}
+        info = {i: (self.prop(p, "ShimPid"), self.prop(p, "TaskPid"), self.socket_of(p))
+                for i, p in paths.items()}
+        self.kill_daemon()
+        dead = ids[:3]
+        for i in dead:
+            os.kill(info[i][0], signal.SIGKILL)
+        wait_until(lambda: all(process_dead(info[i][0]) for i in dead), 3, "shims to die")
+        self.start_daemon()
+        wait_until(lambda: all(self.signals.named("InterfacesRemoved", path=paths[i])
+                               for i in dead), 15, "the dead shims' cleanup")
+        self.wait_loaded([paths[i] for i in ids[3:]])
+        for i in dead:
+            self.assertEqual(self.counts("default", i),
+                             {"ShimDisconnected": 1, "TaskExit": 1, "TaskDelete": 1}, i)
+            self.assert_crash_sequence("default", i, paths[i], info[i][0], info[i][1], 137)
+            self.assert_nothing_left("default", i, info[i][2], info[i][1])
+        for i in ids[3:]:
+            self.assertEqual(self.counts("default", i),
+                             {"ShimDisconnected": 0, "TaskExit": 0, "TaskDelete": 0}, i)
+            self.assertEqual(self.prop(paths[i], "Status"), "running")
+            self.assertFalse(process_dead(info[i][1]))
+
+    def test_real_exit_status_survives_restart(self):
+        bundle = self.make_bundle("exit3", ["sh", "-c", "sleep 0.3; exit 3"])
+        path = self.create_task("default", "three", bundle)
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        wait_until(lambda: self.signals.named("TaskExit", id="three"), 5, "TaskExit(3)")
+        self.kill_daemon()
+        os.kill(shim_pid, signal.SIGKILL)
+        self.start_daemon()
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 15, "cleanup")
+        self.assertEqual(self.counts("default", "three"),
+                         {"ShimDisconnected": 1, "TaskExit": 1, "TaskDelete": 1})
+        delete = self.signals.named("TaskDelete")[0][2]
+        self.assertEqual(delete[4:6], (task_pid, 3))
+        self.assert_nothing_left("default", "three", sock, task_pid)
+
+    def test_crash_points(self):
+        steps = ["disconnected", "exit-emitted", "shim-deleted", "state-removed", "cleaned",
+                 "delete-emitted"]
+        for n, step in enumerate(steps):
+            self.stop_daemon()
+            self.start_daemon(SHIMWATCH_TEST_CRASH_AT=step)
+            task_id = f"crash{n}"
+            path = self.create_task("default", task_id)
+            shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+            sock = self.socket_of(path)
+            os.kill(shim_pid, signal.SIGKILL)
+            self.wait_daemon_exit()          # aborted at the crash point
+            self.start_daemon()
+            wait_until(lambda: not os.path.exists(self.task_dir("default", task_id)) and
+                       not os.path.exists(os.path.join(self.runtime_dir, "records", "default",
+                                                       task_id + ".json")), 15,
+                       f"the cleanup interrupted at {step} to finish")
+            counts = self.counts("default", task_id)
+            self.assertEqual((counts["TaskExit"], counts["TaskDelete"]), (1, 1), (step, counts))
+            self.assertGreaterEqual(counts["ShimDisconnected"], 1, step)
+            exit_args = self.signals.named("TaskExit", container_id=task_id)[0][2]
+            self.assertEqual(exit_args[4:6], (task_pid, 137), step)
+            self.assert_nothing_left("default", task_id, sock, task_pid)
+            print(f"# crash at {step}: restart finished the cleanup, 1 TaskExit, 1 TaskDelete")
+
+    def test_crash_during_normal_delete(self):
+        path = self.create_task("default", "halfway")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.stop_daemon()
+        self.start_daemon(SHIMWATCH_TEST_CRASH_AT="deleted")
+        self.wait_loaded([path])
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 5, "stopped")
+        with self.assertRaises(GLib.Error):
+            self.call(path, SHIM, "Delete")        # the service aborts after the Delete RPC
+        self.wait_daemon_exit()
+        self.start_daemon()
+        wait_until(lambda: self.signals.named("TaskDelete", container_id="halfway"), 15,
+                   "TaskDelete after the restart")
+        wait_until(lambda: not os.path.exists(self.task_dir("default", "halfway")), 5, "cleanup")
+        self.assertEqual(self.counts("default", "halfway"),
+                         {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 1})
+        wait_until(lambda: process_dead(shim_pid), 5, "the shim to exit")
+        self.assert_nothing_left("default", "halfway", sock, task_pid)
+
+    def test_broken_records(self):
+        path = self.create_task("default", "garbled")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.stop_daemon()
+        records = os.path.join(self.runtime_dir, "records")
+        with open(os.path.join(records, "default", "garbled.json"), "r+") as f:
+            f.truncate(20)
+        os.makedirs(os.path.join(records, "other"))
+        with open(os.path.join(records, "other", "junk.json"), "w") as f:
+            f.write('{"version": 1, "namespace": "../../etc"}')
+        self.start_daemon()
+        wait_until(lambda: process_dead(task_pid) and
+                   not os.path.exists(self.task_dir("default", "garbled")), 10,
+                   "the task of the broken record to be cleaned")
+        self.assertTrue(process_dead(shim_pid))
+        aside = [n for n in os.listdir(os.path.join(records, "default")) if ".broken-" in n]
+        self.assertEqual(len(aside), 1, os.listdir(os.path.join(records, "default")))
+        self.assertTrue(any(".broken-" in n for n in os.listdir(os.path.join(records, "other"))))
+        self.assert_nothing_left("default", "garbled", sock, task_pid)
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
+        with open(self.log_path) as f:
+            self.assertIn("is broken", f.read())
+
+
+class HungShimTests(ShimwatchTestCase):
+    def test_connect_never_answers_at_load(self):
+        path = self.create_task("default", "frozen")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.stop_daemon()
+        os.kill(shim_pid, signal.SIGSTOP)        # alive, accepting, never answering
+        started = time.monotonic()
+        self.start_daemon()
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 20,
+                   "the hung shim's task to be cleaned")
+        print(f"# hung shim given up after {time.monotonic() - started:.1f} s")
+        self.assert_crash_sequence("default", "frozen", path, shim_pid, task_pid, 137)
+        wait_until(lambda: process_dead(shim_pid), 3, "the hung shim to be killed")
+        self.assert_nothing_left("default", "frozen", sock, task_pid)
+
+    def test_shim_dies_but_a_child_keeps_its_socket(self):
+        bundle = self.make_bundle("leaky", ["sleep", "100000"],
+                                  {"org.shimwatch.test.mode": "leak-socket"})
+        path = self.create_task("faults", "leaky", bundle,
+                                {"runtime": GLib.Variant("s", TEST_RUNTIME)})
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 5,
+                   "the dead shim to be noticed through its pidfd")
+        self.assert_crash_sequence("faults", "leaky", path, shim_pid, task_pid, 137)
+        self.assertTrue(process_dead(task_pid))
+        self.assertFalse(os.path.exists(self.task_dir("faults", "leaky")))
+
+
+class UnresponsiveShimTests(ShimwatchTestCase):
+    cleanup_timeout = 2
+
+    def setUp(self):
+        super().setUp()
+        with open(self.config, "a") as f:
+            f.write("HealthInterval=1\n")
+        self.stop_daemon()
+        self.start_daemon()
+
+    def test_hung_shim_is_reported_and_reaped(self):
+        path = self.create_task("default", "stuck")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.assertTrue(self.prop(path, "Responsive"))
+        os.kill(shim_pid, signal.SIGSTOP)
+        def reported():
+            return [e for e in self.signals.log if e[0] == "PropertiesChanged" and e[1] == path
+                    and e[2][1].get("Responsive") is False]
+        wait_until(reported, 10, "PropertiesChanged(Responsive=false)")
+        self.assertFalse(self.prop(path, "Responsive"))
+        self.assertFalse(process_dead(shim_pid))        # hung, not dead: nothing was cleaned
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   ("default", "stuck", {})), (137,))
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 3, "signals")
+        self.assert_crash_sequence("default", "stuck", path, shim_pid, task_pid, 137)
+        wait_until(lambda: process_dead(shim_pid), 3, "the stopped shim to be gone")
+        self.assert_nothing_left("default", "stuck", sock, task_pid)
+
+
+class ChaosTests(ShimwatchTestCase):
+    def test_random_kills(self):
+        """Random SIGKILLs of shims and of the service, for a bounded number of rounds; at
+        the end every task had exactly 1 TaskExit + 1 TaskDelete and nothing remains.
+        Replay a run with SHIMWATCH_CHAOS_SEED=<seed>."""
+        seed = int(os.environ.get("SHIMWATCH_CHAOS_SEED", time.time_ns() % 2**32))
+        rng = random.Random(seed)
+        print(f"# chaos seed {seed}", flush=True)
+        tasks = {}
+        deadline = time.monotonic() + 40
+        rounds = 0
+        while rounds < 10 and time.monotonic() < deadline:
+            rounds += 1
+            if self.daemon is None:
+                self.start_daemon()
+            for _ in range(rng.randint(1, 3)):
+                task_id = f"c{len(tasks)}"
+                path = self.create_task("chaos", task_id)
+                tasks[task_id] = (path, self.prop(path, "ShimPid"), self.prop(path, "TaskPid"),
+                                  self.socket_of(path))
+            live = [t for t, i in tasks.items() if not process_dead(i[1])]
+            victims = rng.sample(live, rng.randint(0, len(live)))
+            action = rng.choice(["shims", "service", "shims-then-service", "service-then-shims",
+                                 "sigterm"])
+            print(f"# round {rounds}: {action}, shims {victims}", flush=True)
+            if action in ("shims", "shims-then-service"):
+                for t in victims:
+                    os.kill(tasks[t][1], signal.SIGKILL)
+                time.sleep(rng.uniform(0, 0.25))     # lands anywhere in the cleanups
+            if action in ("service", "shims-then-service", "service-then-shims"):
+                self.kill_daemon()
+            if action == "service-then-shims":
+                for t in victims:
+                    os.kill(tasks[t][1], signal.SIGKILL)
+            if action == "sigterm":
+                self.stop_daemon()
+        if self.daemon is None:
+            self.start_daemon()
+
+        # the end of the story: whatever is still supervised is reaped
+        wait_until(lambda: len(self.call(MANAGER_PATH, MANAGER, "ListShims")[0]) ==
+                   sum(1 for i in tasks.values() if not process_dead(i[1])), 20,
+                   f"the service to settle (seed {seed})")
+        for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
+            task_id = self.prop(path, "Id")
+            self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("chaos", task_id, {}))
+        wait_until(lambda: all(self.signals.named("TaskDelete", container_id=t) for t in tasks),
+                   30, f"every task to be deleted (seed {seed})")
+        for task_id, (path, shim_pid, task_pid, sock) in tasks.items():
+            events = self.signals.for_task("chaos", task_id)
+            exits = sum(1 for e in events if e[0] == "TaskExit")
+            deletes = sum(1 for e in events if e[0] == "TaskDelete")
+            self.assertEqual((exits, deletes), (1, 1), f"{task_id}, seed {seed}: {events}")
+            self.assertTrue(process_dead(task_pid), f"{task_id} runs, seed {seed}")
+            self.assertFalse(os.path.exists(sock), f"{sock}, seed {seed}")
+            self.assertFalse(os.path.exists(self.runc_state("chaos", task_id)), f"seed {seed}")
+        # runc keeps its (empty) per-namespace directory, as containerd's does: not task state
+        for sub in ("tasks", "records"):
+            leftovers = [os.path.join(dp, n) for dp, dns, fns in
+                         os.walk(os.path.join(self.runtime_dir, sub)) for n in dns + fns]
+            self.assertEqual(leftovers, [], f"{sub}, seed {seed}")
+        print(f"# {len(tasks)} tasks over {rounds} rounds: each ended exactly once", flush=True)
 
 
 class TapResult(unittest.TestResult):

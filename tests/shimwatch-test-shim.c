@@ -29,6 +29,9 @@
  *   close-on-request  the first request closes its connection at once, with no answer;
  *                     the server keeps listening and serves later requests normally
  *   hang-delete       the delete action pauses forever (until killed)
+ *   leak-socket       normal, but the container inherits every open connection to the
+ *                     server: when the server dies, its clients see no EOF (the socket is
+ *                     still held), as with a shim whose forked child keeps it open
  *   hang-delete-no-pid
  *                     hang-delete, and Connect, Create and Start report the container's
  *                     pid as 0: the supervisor can neither watch nor kill the container,
@@ -115,6 +118,7 @@ typedef enum {
   MODE_CLOSE_ON_REQUEST,
   MODE_HANG_DELETE,
   MODE_HANG_DELETE_NO_PID,
+  MODE_LEAK_SOCKET,
   MODE_FAIL_START,
   MODE_BAD_START,
 } Mode;
@@ -127,6 +131,7 @@ static const char * const mode_names[] = {
   [MODE_CLOSE_ON_REQUEST] = "close-on-request",
   [MODE_HANG_DELETE]      = "hang-delete",
   [MODE_HANG_DELETE_NO_PID] = "hang-delete-no-pid",
+  [MODE_LEAK_SOCKET]      = "leak-socket",
   [MODE_FAIL_START]       = "fail-start",
   [MODE_BAD_START]        = "bad-start",
 };
@@ -636,6 +641,13 @@ handle_create (Connection            *conn,
       dup2 (server.devnull_fd, STDOUT_FILENO);
       dup2 (server.devnull_fd, STDERR_FILENO);
       signal (SIGPIPE, SIG_DFL);
+      if (server.mode == MODE_LEAK_SOCKET)
+        for (guint i = 0; i < server.connections->len; i++)
+          {
+            Connection *leaked = g_ptr_array_index (server.connections, i);
+
+            fcntl (leaked->fd, F_SETFD, 0);     /* survives the exec */
+          }
       execl (CONTAINER_BINARY, CONTAINER_BINARY, CONTAINER_ARGUMENT, (char *) NULL);
       _exit (127);
     }
@@ -905,6 +917,7 @@ handle_request (Connection   *conn,
         case MODE_HANG_CONNECT:
         case MODE_HANG_DELETE:
         case MODE_HANG_DELETE_NO_PID:
+        case MODE_LEAK_SOCKET:
         case MODE_FAIL_START:
         case MODE_BAD_START:
         default:
