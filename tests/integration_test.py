@@ -534,6 +534,32 @@ class BadInputTests(ShimwatchTestCase):
 
 
 class ReapTests(ShimwatchTestCase):
+    def test_reap_state_left_by_a_killed_service(self):
+        """Service and shim die; the restart reports the task's end but its cleanup cannot
+        finish (delete hangs), so state stays on disk; Reap cleans it, with no second
+        round of signals."""
+        bundle = self.make_bundle("once", ["sleep", "100000"],
+                                  {"org.shimwatch.test.mode": "hang-delete-once-no-pid"})
+        path = self.create_task("faults", "left", bundle,
+                                {"runtime": GLib.Variant("s", TEST_RUNTIME)})
+        shim_pid = self.prop(path, "ShimPid")
+        self.kill_daemon()
+        os.kill(shim_pid, signal.SIGKILL)
+        self.start_daemon()
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path),
+                   self.cleanup_timeout + 10, "the restart to report the task's end")
+        self.assert_crash_sequence("faults", "left", path, shim_pid, 0, 255)
+        self.assertTrue(os.path.isdir(self.task_dir("faults", "left")))   # delete hung
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   ("faults", "left", {"timeout": GLib.Variant("u", 5)})), (137,))
+        self.assertFalse(os.path.exists(self.task_dir("faults", "left")))
+        self.assertEqual(self.prop(MANAGER_PATH, "ReapCount", MANAGER), 2)
+        events = [e[0] for e in self.signals.for_task("faults", "left")]
+        self.assertEqual(events.count("TaskExit"), 1)
+        self.assertEqual(events.count("TaskDelete"), 1)
+        self.assert_dbus_error("NotFound", self.call, MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                               ("faults", "left", {}))
+
     def test_reap_live_task(self):
         path = self.create_task("default", "reaped")
         shim_pid = self.prop(path, "ShimPid")

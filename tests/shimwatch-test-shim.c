@@ -29,6 +29,9 @@
  *   close-on-request  the first request closes its connection at once, with no answer;
  *                     the server keeps listening and serves later requests normally
  *   hang-delete       the delete action pauses forever (until killed)
+ *   hang-delete-once-no-pid
+ *                     hang-delete-no-pid, but only the first delete hangs (it leaves the
+ *                     file delete-hung in the task directory); later ones work
  *   leak-socket       normal, but the container inherits every open connection to the
  *                     server: when the server dies, its clients see no EOF (the socket is
  *                     still held), as with a shim whose forked child keeps it open
@@ -118,6 +121,7 @@ typedef enum {
   MODE_CLOSE_ON_REQUEST,
   MODE_HANG_DELETE,
   MODE_HANG_DELETE_NO_PID,
+  MODE_HANG_DELETE_ONCE_NO_PID,
   MODE_LEAK_SOCKET,
   MODE_FAIL_START,
   MODE_BAD_START,
@@ -131,6 +135,7 @@ static const char * const mode_names[] = {
   [MODE_CLOSE_ON_REQUEST] = "close-on-request",
   [MODE_HANG_DELETE]      = "hang-delete",
   [MODE_HANG_DELETE_NO_PID] = "hang-delete-no-pid",
+  [MODE_HANG_DELETE_ONCE_NO_PID] = "hang-delete-once-no-pid",
   [MODE_LEAK_SOCKET]      = "leak-socket",
   [MODE_FAIL_START]       = "fail-start",
   [MODE_BAD_START]        = "bad-start",
@@ -589,7 +594,7 @@ on_sigchld (int signo G_GNUC_UNUSED)
 static guint32
 reported_pid (void)
 {
-  if (server.mode == MODE_HANG_DELETE_NO_PID)
+  if (server.mode == MODE_HANG_DELETE_NO_PID || server.mode == MODE_HANG_DELETE_ONCE_NO_PID)
     return 0;
   return (guint32) MAX (server.child_pid, 0);
 }
@@ -917,6 +922,7 @@ handle_request (Connection   *conn,
         case MODE_HANG_CONNECT:
         case MODE_HANG_DELETE:
         case MODE_HANG_DELETE_NO_PID:
+        case MODE_HANG_DELETE_ONCE_NO_PID:
         case MODE_LEAK_SOCKET:
         case MODE_FAIL_START:
         case MODE_BAD_START:
@@ -1341,6 +1347,12 @@ action_delete (Mode mode)
   gsize length;
   pid_t pid = 0;
 
+  if (mode == MODE_HANG_DELETE_ONCE_NO_PID &&
+      !g_file_test ("delete-hung", G_FILE_TEST_EXISTS))
+    {
+      g_file_set_contents ("delete-hung", "", 0, NULL);
+      mode = MODE_HANG_DELETE;
+    }
   if (mode == MODE_HANG_DELETE || mode == MODE_HANG_DELETE_NO_PID)
     {
       g_printerr ("test shim: delete hangs on purpose\n");
