@@ -135,7 +135,12 @@ class ShimwatchTestCase(unittest.TestCase):
 
     def tearDown(self):
         self.signals.close()
-        self.stop_daemon()
+        try:
+            self.stop_daemon()
+        finally:
+            self._cleanup_leftovers()
+
+    def _cleanup_leftovers(self):
         with open(self.log_path, errors="replace") as f:
             self.daemon_log_text = f.read()
         # shims outlive the service by design: kill what the test left behind
@@ -181,13 +186,18 @@ class ShimwatchTestCase(unittest.TestCase):
         self.daemon = None
 
     def stop_daemon(self):
+        """SIGTERM: the service must exit 0 (under ASan/valgrind: with no report)."""
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
             try:
-                self.daemon.wait(15)
+                status = self.daemon.wait(30)
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait()
+                self.daemon = None
+                raise AssertionError("shimwatchd did not stop within 30 s of SIGTERM")
+            self.daemon = None
+            self.assertEqual(status, 0, "shimwatchd exited with an error on SIGTERM")
         self.daemon = None
 
     # -- helpers -----------------------------------------------------------------------
