@@ -10,7 +10,7 @@ packages=(
   libpolkit-gobject-1-dev polkitd dbus-daemon dbus-bin
   python3 python3-gi python3-dbus python3-dbusmock
   containerd runc busybox-static
-  libxml2-utils valgrind util-linux procps
+  libxml2-utils valgrind util-linux procps coreutils systemd
 )
 
 missing=()
