@@ -602,10 +602,27 @@ shimwatch_wire_encode_create_request (const ShimwatchCreateParams *params)
   Containerd__Task__V2__CreateTaskRequest request = CONTAINERD__TASK__V2__CREATE_TASK_REQUEST__INIT;
   Google__Protobuf__Any *options = NULL;
   g_autoptr(GBytes) options_bytes = NULL;
+  g_autofree Containerd__Types__Mount *mounts = g_new0 (Containerd__Types__Mount, params->n_rootfs);
+  g_autofree Containerd__Types__Mount **mount_ptrs = g_new0 (Containerd__Types__Mount *,
+                                                            params->n_rootfs);
   GBytes *result;
 
   request.id = (char *) params->id;
   request.bundle = (char *) params->bundle;
+  for (gsize i = 0; i < params->n_rootfs; i++)
+    {
+      const ShimwatchMount *m = &params->rootfs[i];
+
+      containerd__types__mount__init (&mounts[i]);
+      mounts[i].type = (char *) (m->type != NULL ? m->type : "");
+      mounts[i].source = (char *) (m->source != NULL ? m->source : "");
+      mounts[i].target = (char *) (m->target != NULL ? m->target : "");
+      mounts[i].options = (char **) m->options;
+      mounts[i].n_options = m->options != NULL ? g_strv_length ((char **) m->options) : 0;
+      mount_ptrs[i] = &mounts[i];
+    }
+  request.rootfs = mount_ptrs;
+  request.n_rootfs = params->n_rootfs;
   request.terminal = params->terminal;
   if (params->stdin_path != NULL)
     request.stdin = (char *) params->stdin_path;

@@ -151,9 +151,19 @@ typedef struct {
   gint64              exited_at;
 } ShimwatchTaskState;
 
+/* containerd.types.Mount: what the shim mounts on <bundle>/rootfs before runc create */
 typedef struct {
-  const char *id;
-  const char *bundle;
+  const char         *type;
+  const char         *source;
+  const char         *target;
+  const char * const *options;
+} ShimwatchMount;
+
+typedef struct {
+  const char           *id;
+  const char           *bundle;
+  const ShimwatchMount *rootfs;        /* n_rootfs mounts, or NULL */
+  gsize                 n_rootfs;
   const char *stdin_path;
   const char *stdout_path;
   const char *stderr_path;

@@ -156,7 +156,7 @@ test_normal (Fixture       *fx,
   g_autoptr(GAsyncResult) result = NULL;
   g_autoptr(ShimwatchShimHandle) handle = NULL;
   g_autoptr(GError) error = NULL;
-  ShimwatchCreateParams params = { "t1", NULL, NULL, NULL, NULL, FALSE, NULL };
+  ShimwatchCreateParams params = { .id = "t1" };
   guint32 pid = 0;
 
   /* the control case: the same harness with a well-behaved shim works end to end */

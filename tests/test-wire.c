@@ -1020,6 +1020,34 @@ test_oci_config_rewrite (void)
 }
 
 static void
+test_create_request_bytes (void)
+{
+  /* CreateTaskRequest{id=1:"t", bundle=2:"/b", rootfs=3:[Mount{type=1:"overlay",
+   * source=2:"overlay", options=4:["lowerdir=/l","ro"]}], stdout=6:"/o",
+   * options=10:Any{"containerd.runc.v1.Options", Options{root=7:"/r"}}} */
+  static const guint8 expected[] =
+    "\x0a\x01t"
+    "\x12\x02/b"
+    "\x1a\x23\x0a\x07overlay\x12\x07overlay\x22\x0b" "lowerdir=/l\x22\x02ro"
+    "\x32\x02/o"
+    "\x52\x22\x0a\x1a" "containerd.runc.v1.Options" "\x12\x04\x3a\x02/r";
+  const char *options[] = { "lowerdir=/l", "ro", NULL };
+  ShimwatchMount mount = { "overlay", "overlay", NULL, options };
+  ShimwatchCreateParams params = { 0 };
+  g_autoptr(GBytes) bytes = NULL;
+
+  params.id = "t";
+  params.bundle = "/b";
+  params.rootfs = &mount;
+  params.n_rootfs = 1;
+  params.stdout_path = "/o";
+  params.runc_root = "/r";
+  bytes = shimwatch_wire_encode_create_request (&params);
+  g_assert_cmpmem (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes),
+                   expected, sizeof expected - 1);
+}
+
+static void
 test_forward_roundtrip_utf8 (void)
 {
   ShimwatchEvent ev = { 0 };
@@ -1053,6 +1081,7 @@ main (int    argc,
   g_test_add_func ("/wire/go-zero-time", test_go_zero_time);
   g_test_add_func ("/wire/oci-config", test_oci_config_rewrite);
   g_test_add_func ("/wire/forward-invalid-utf8", test_forward_roundtrip_utf8);
+  g_test_add_func ("/wire/create-request-bytes", test_create_request_bytes);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("/ttrpc/stream-ids", test_odd_increasing_stream_ids);
   ADD ("/ttrpc/split-header-and-body", test_split_header_and_body);
