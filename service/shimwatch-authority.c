@@ -51,6 +51,7 @@ audit (const CheckData *data,
                                                data->id != NULL ? data->id : "");
 
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                    "MESSAGE_ID", SHIMWATCH_MESSAGE_ID_AUTH,
                     SHIMWATCH_LOG_FIELD_CALLER, data->sender,
                     "SHIMWATCH_CALLER_UID", uid_text,
                     "SHIMWATCH_ACTION", data->action_id,

@@ -235,6 +235,7 @@ create_fail (CreateData   *data,
   g_autoptr(GError) converted = shimwatch_error_convert (error);
 
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                    "MESSAGE_ID", SHIMWATCH_MESSAGE_ID_CREATE_FAILED,
                     SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
                     SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
                     SHIMWATCH_LOG_FIELD_EVENT, "create-failed",
@@ -509,10 +510,10 @@ handle_list_shims (ShimwatchDbusManager  *iface,
   gpointer key;
   gpointer value;
 
-  /* a task still being created is not listed until CreateTask returns */
+  /* a task still being created, or reloaded, is listed once its object is exported */
   g_hash_table_iter_init (&iter, self->shims);
   while (g_hash_table_iter_next (&iter, &key, &value))
-    if (!g_hash_table_contains (self->reserved, key))
+    if (shimwatch_shim_is_exported (value))
       g_ptr_array_add (paths, (gpointer) shimwatch_shim_get_object_path (value));
   g_ptr_array_add (paths, NULL);
   shimwatch_dbus_manager_complete_list_shims (iface, invocation,
@@ -538,7 +539,7 @@ handle_get_shim (ShimwatchDbusManager  *iface,
     }
   key = task_key (arg_namespace, arg_id);
   shim = g_hash_table_lookup (self->shims, key);
-  if (shim == NULL || g_hash_table_contains (self->reserved, key))
+  if (shim == NULL || !shimwatch_shim_is_exported (shim))
     {
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_FOUND,
                                              "no shim supervises %s", key);
@@ -631,6 +632,7 @@ start_orphan_cleanup (ShimwatchManager    *self,
     request->socket_path = g_strdup (address + strlen ("unix://"));
   request->timeout_ms = timeout_ms;
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                    "MESSAGE_ID", SHIMWATCH_MESSAGE_ID_ORPHAN,
                     SHIMWATCH_LOG_FIELD_NAMESPACE, namespace_,
                     SHIMWATCH_LOG_FIELD_TASK_ID, id,
                     SHIMWATCH_LOG_FIELD_EVENT, "orphan",
@@ -760,6 +762,9 @@ load_connected_cb (GObject      *source,
 
   handle = shimwatch_launcher_connect_finish (SHIMWATCH_LAUNCHER (source), result, &error);
   self = g_object_get_data (G_OBJECT (shim), "shimwatch-manager");
+  /* objects appear as they load: once it is known whether their shim still answers */
+  export_shim (self, shim);
+  update_shim_count (self);
   if (handle != NULL)
     shimwatch_shim_readopt (shim, handle);
   else
@@ -806,12 +811,12 @@ load_record (ShimwatchManager *self,
   g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
   g_signal_connect (shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
   g_signal_connect (shim, "finished", G_CALLBACK (shim_finished_cb), self);
-  export_shim (self, shim);
-  update_shim_count (self);
 
   self->n_loading++;
   if (record->address[0] == '\0')
     {
+      export_shim (self, shim);
+      update_shim_count (self);
       shimwatch_shim_mark_dead (shim, "no shim address was recorded");
       load_done (self);
       return;

@@ -46,6 +46,28 @@ shimwatch_records_write (const char             *records_dir,
                          const ShimwatchRecord  *record,
                          GError                **error)
 {
+  g_autofree char *dir = g_build_filename (records_dir, record->namespace_, NULL);
+
+  /* and the rename itself survives a crash of the machine */
+  return shimwatch_records_write_now (records_dir, record, error) && fsync_dir (dir, error);
+}
+
+void
+shimwatch_records_sync (const char *records_dir,
+                        const char *namespace_)
+{
+  g_autofree char *dir = g_build_filename (records_dir, namespace_, NULL);
+  g_autoptr(GError) error = NULL;
+
+  if (!fsync_dir (dir, &error))
+    g_warning ("%s", error->message);
+}
+
+gboolean
+shimwatch_records_write_now (const char             *records_dir,
+                             const ShimwatchRecord  *record,
+                             GError                **error)
+{
   g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
   g_autofree char *dir = g_path_get_dirname (path);
   g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
@@ -59,12 +81,9 @@ shimwatch_records_write (const char             *records_dir,
       return FALSE;
     }
   /* CONSISTENT|DURABLE: temp file, fsync, rename over the old one */
-  if (!g_file_set_contents_full (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes),
-                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                 0600, error))
-    return FALSE;
-  /* and the rename itself survives a crash */
-  return fsync_dir (dir, error);
+  return g_file_set_contents_full (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes),
+                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                   0600, error);
 }
 
 gboolean
@@ -126,7 +145,16 @@ shimwatch_records_load (const char *records_dir,
           gsize length;
 
           if (!g_str_has_suffix (name, ".json"))
-            continue;      /* temp files of an interrupted write, records moved aside */
+            {
+              /* the temp file of a write the service was killed in: the record it would
+               * have replaced is still there, whole */
+              const char *temp = strstr (name, ".json.");
+
+              if (temp != NULL && strlen (temp) == strlen (".json.XXXXXX") &&
+                  !g_str_has_prefix (temp, ".json.broken-") && g_unlink (path) == 0)
+                g_debug ("removed %s, left by an interrupted write", path);
+              continue;
+            }
           id = g_strndup (name, strlen (name) - strlen (".json"));
           if (!g_file_get_contents (path, &contents, &length, &error))
             {

@@ -19,6 +19,13 @@ char      *shimwatch_records_path   (const char            *records_dir,
 gboolean   shimwatch_records_write  (const char            *records_dir,
                                      const ShimwatchRecord *record,
                                      GError               **error);
+/* the same without the final fsync of the directory, for a write that must be visible at
+ * once (a signal follows it); shimwatch_records_sync() makes it durable afterwards */
+gboolean   shimwatch_records_write_now (const char            *records_dir,
+                                        const ShimwatchRecord *record,
+                                        GError               **error);
+void       shimwatch_records_sync   (const char            *records_dir,
+                                     const char            *namespace_);
 gboolean   shimwatch_records_remove (const char            *records_dir,
                                      const char            *namespace_,
                                      const char            *id,

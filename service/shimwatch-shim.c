@@ -45,6 +45,7 @@ struct _ShimwatchShim
 
   gboolean             exported;
   gboolean             persistent;       /* a record exists and follows every change */
+  gboolean             loading;          /* from a record, its shim not reached yet */
   gboolean             disconnected;     /* ShimDisconnected went out (maybe before a restart) */
   GPtrArray           *early_events;   /* arrived before export */
   gboolean             connected;
@@ -69,6 +70,25 @@ static void shimwatch_shim_iface_init (ShimwatchDbusShimIface *iface);
 G_DEFINE_TYPE_WITH_CODE (ShimwatchShim, shimwatch_shim, SHIMWATCH_DBUS_TYPE_SHIM_SKELETON,
                          G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_SHIM, shimwatch_shim_iface_init))
 
+static const struct {
+  const char *event;
+  const char *message_id;
+} message_ids[] = {
+  { "create", SHIMWATCH_MESSAGE_ID_CREATE },
+  { "start", SHIMWATCH_MESSAGE_ID_START },
+  { "exit", SHIMWATCH_MESSAGE_ID_EXIT },
+  { "disconnected", SHIMWATCH_MESSAGE_ID_DISCONNECTED },
+  { "cleaned", SHIMWATCH_MESSAGE_ID_CLEANED },
+  { "delete", SHIMWATCH_MESSAGE_ID_DELETE },
+  { "readopt", SHIMWATCH_MESSAGE_ID_READOPT },
+  { "unresponsive", SHIMWATCH_MESSAGE_ID_UNRESPONSIVE },
+  { "responsive", SHIMWATCH_MESSAGE_ID_RESPONSIVE },
+  { "oom", SHIMWATCH_MESSAGE_ID_OOM },
+  { "reap", SHIMWATCH_MESSAGE_ID_REAP },
+  { "create-failed", SHIMWATCH_MESSAGE_ID_CREATE_FAILED },
+  { "record", SHIMWATCH_MESSAGE_ID_RECORD },
+};
+
 static void
 log_event (ShimwatchShim  *self,
            GLogLevelFlags  level,
@@ -88,12 +108,19 @@ log_event (ShimwatchShim  *self,
   g_autofree char *text = NULL;
   g_autofree char *shim_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_shim_pid (iface));
   g_autofree char *task_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_task_pid (iface));
+  const char *message_id = NULL;
   va_list args;
 
   va_start (args, format);
   text = g_strdup_vprintf (format, args);
   va_end (args);
+  for (guint i = 0; i < G_N_ELEMENTS (message_ids) && message_id == NULL; i++)
+    if (g_str_equal (message_ids[i].event, event))
+      message_id = message_ids[i].message_id;
+  if (message_id == NULL)
+    message_id = SHIMWATCH_MESSAGE_ID_RECORD;   /* every event is in the table; never crash */
   g_log_structured (G_LOG_DOMAIN, level,
+                    "MESSAGE_ID", message_id,
                     SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
                     SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
                     SHIMWATCH_LOG_FIELD_SHIM_PID, shim_pid,
@@ -116,7 +143,8 @@ set_status (ShimwatchShim *self,
 }
 
 static void
-save (ShimwatchShim *self)
+save_record (ShimwatchShim *self,
+             gboolean       before_signal)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   g_autoptr(GError) error = NULL;
@@ -142,13 +170,23 @@ save (ShimwatchShim *self)
   record.deleted = self->deleted;
   record.delete_emitted = self->delete_emitted;
   /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!shimwatch_records_write (shimwatch_manager_get_records_dir (self->manager), &record, &error))
+  if (!(before_signal ? shimwatch_records_write_now : shimwatch_records_write) (
+        shimwatch_manager_get_records_dir (self->manager), &record, &error))
     log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                error->message);
 }
 
-/* a signal is on its way to the bus before the record says it was sent: a crash in
- * between sends it again after the restart rather than never */
+static void
+save (ShimwatchShim *self)
+{
+  save_record (self, FALSE);
+}
+
+/* Exactly once across restarts: the record says a signal was sent (written and renamed
+ * into place) just before it is emitted and flushed to the bus, so a restarted service
+ * never sends it twice. What remains is the instant between the rename and the flush,
+ * with no I/O in it; the directory's fsync, which only matters if the machine dies, comes
+ * after the signal. */
 static void
 flush (ShimwatchShim *self)
 {
@@ -158,6 +196,22 @@ flush (ShimwatchShim *self)
 
   if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
     g_debug ("flushing the bus connection: %s", error->message);
+}
+
+static void
+before_signal (ShimwatchShim *self)
+{
+  save_record (self, TRUE);
+}
+
+static void
+after_signal (ShimwatchShim *self,
+              const char    *crash_point)
+{
+  flush (self);
+  if (self->persistent)
+    shimwatch_records_sync (shimwatch_manager_get_records_dir (self->manager), self->namespace_);
+  shimwatch_crash_point (crash_point);
 }
 
 /* TaskExit exactly once per task */
@@ -179,12 +233,11 @@ emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
   log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
              exit_status);
+  before_signal (self);
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
-  flush (self);
-  save (self);
-  shimwatch_crash_point ("exit-emitted");
+  after_signal (self, "exit-emitted");
 }
 
 /* TaskDelete exactly once per task, then the manager drops the object */
@@ -198,13 +251,12 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       self->delete_emitted = TRUE;
       log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                  self->exit.pid, self->exit.exit_status);
+      before_signal (self);
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
-      flush (self);
-      save (self);
-      shimwatch_crash_point ("delete-emitted");
+      after_signal (self, "delete-emitted");
     }
   /* nothing is left to do for this task after a restart */
   if (self->persistent)
@@ -322,6 +374,7 @@ on_disconnected (ShimwatchShim *self,
   if (self->detached || self->cleaning)
     return;
   self->connected = FALSE;
+  self->loading = FALSE;
   stop_watching (self);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
@@ -341,13 +394,12 @@ on_disconnected (ShimwatchShim *self,
   set_status (self, "disconnected");
   if (!self->disconnected)
     {
+      self->disconnected = TRUE;
+      before_signal (self);
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-      self->disconnected = TRUE;
-      flush (self);
-      save (self);
-      shimwatch_crash_point ("disconnected");
+      after_signal (self, "disconnected");
     }
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
@@ -639,7 +691,9 @@ require_connected (ShimwatchShim         *self,
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s", self->namespace_, self->id,
                                          self->deleted || self->delete_invocation != NULL
-                                           ? "being deleted" : "being cleaned up");
+                                           ? "being deleted"
+                                           : self->loading ? "being taken over again, try later"
+                                                           : "being cleaned up");
   return FALSE;
 }
 
@@ -947,6 +1001,7 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   self->persistent = TRUE;
+  self->loading = TRUE;
   self->task_start_time = record->task_start_time;
   self->exit_emitted = record->exit_emitted;
   self->exit = record->exit;
@@ -1006,6 +1061,7 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
+  self->loading = FALSE;
   shimwatch_shim_attach (self, handle);
   log_event (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
              handle->shim_pid);
@@ -1061,6 +1117,13 @@ shimwatch_shim_is_connected (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
   return self->connected;
+}
+
+gboolean
+shimwatch_shim_is_exported (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
+  return self->exported;
 }
 
 guint32

@@ -69,6 +69,16 @@ def wait_until(predicate, timeout=5.0, what="condition"):
         time.sleep(0.002)
 
 
+def pump(seconds):
+    """Dispatch whatever arrives on the bus for a while (late duplicates would show)."""
+    context = GLib.MainContext.default()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        while context.pending():
+            context.iteration(False)
+        time.sleep(0.005)
+
+
 class Signals:
     """Every signal the service emits, in order, with the time it arrived."""
 
@@ -618,6 +628,17 @@ class PolkitTests(ShimwatchTestCase):
             _, _, name = call_as(uid, MANAGER_PATH, MANAGER + ".CreateTask", "default", "sneaky",
                                  self.bundle, "{}")
             self.assertIn(name, (ERROR + "NotAuthorized", ERROR + "NotAuthorizedCanObtain"))
+        # with interaction allowed polkit looks for an agent; there is none: NotAuthorized
+        _, _, name = call_as(self.NOBODY, MANAGER_PATH, MANAGER + ".Reap", "default", "guarded",
+                             "{}", interactive=True)
+        self.assertEqual(name, ERROR + "NotAuthorized")
+        # every decision is in the log, with the caller's uid and the result
+        with open(self.log_path) as f:
+            log = f.read()
+        self.assertIn("org.shimwatch.reap on default/guarded by :", log)
+        self.assertIn("(uid 65534): org.shimwatch.reap needs authentication", log)
+        self.assertIn("(uid 2): not authorized for org.shimwatch.reap", log)
+        self.assertIn("(uid 0): authorized", log)
         # nothing changed: the shim runs, its object stays, nothing new exists
         self.assertFalse(process_dead(shim_pid))
         self.assertEqual(self.prop(path, "Status"), "running")
@@ -774,8 +795,10 @@ class RestartTests(ShimwatchTestCase):
             self.start_daemon()
             wait_until(lambda: not os.path.exists(self.task_dir("default", task_id)) and
                        not os.path.exists(os.path.join(self.runtime_dir, "records", "default",
-                                                       task_id + ".json")), 15,
+                                                       task_id + ".json")) and
+                       self.signals.named("TaskDelete", container_id=task_id), 15,
                        f"the cleanup interrupted at {step} to finish")
+            pump(0.2)             # a second TaskExit or TaskDelete would arrive by now
             counts = self.counts("default", task_id)
             self.assertEqual((counts["TaskExit"], counts["TaskDelete"]), (1, 1), (step, counts))
             self.assertGreaterEqual(counts["ShimDisconnected"], 1, step)
@@ -929,13 +952,20 @@ class ChaosTests(ShimwatchTestCase):
         if self.daemon is None:
             self.start_daemon()
 
-        # the end of the story: whatever is still supervised is reaped
-        wait_until(lambda: len(self.call(MANAGER_PATH, MANAGER, "ListShims")[0]) ==
-                   sum(1 for i in tasks.values() if not process_dead(i[1])), 20,
-                   f"the service to settle (seed {seed})")
-        for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
-            task_id = self.prop(path, "Id")
-            self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("chaos", task_id, {}))
+        # the end of the story: every task whose shim still lives is supervised again, and
+        # reaped
+        def supervised(task_id):
+            try:
+                self.call(MANAGER_PATH, MANAGER, "GetShim", "(ss)", ("chaos", task_id))
+                return True
+            except GLib.Error:
+                return False
+        for task_id, (path, shim_pid, task_pid, sock) in tasks.items():
+            if process_dead(shim_pid):
+                continue
+            wait_until(lambda: supervised(task_id), 20, f"{task_id} taken over (seed {seed})")
+            self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                       ("chaos", task_id, {})), (137,), f"seed {seed}")
         wait_until(lambda: all(self.signals.named("TaskDelete", container_id=t) for t in tasks),
                    30, f"every task to be deleted (seed {seed})")
         for task_id, (path, shim_pid, task_pid, sock) in tasks.items():
@@ -975,6 +1005,9 @@ class TapResult(unittest.TestResult):
         for line in "".join(traceback.format_exception(*err)).splitlines():
             print(f"# {line}")
         log = getattr(test, "daemon_log_text", None)
+        if log is None and os.path.exists(getattr(test, "log_path", "")):
+            with open(test.log_path, errors="replace") as f:      # still running
+                log = f.read()
         if log:
             print("# --- shimwatchd log ---")
             for line in log.splitlines()[-80:]:
