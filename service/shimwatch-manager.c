@@ -661,7 +661,17 @@ reap_authorized_cb (GObject      *source,
     }
 
   shim = g_hash_table_lookup (self->shims, key);
-  if (shim != NULL && !g_hash_table_contains (self->reserved, key))
+  if (g_hash_table_contains (self->reserved, key) ||
+      (shim != NULL && !shimwatch_shim_is_exported (shim)))
+    {
+      /* its CreateTask, or its reload after a restart, is under way: not ours to touch */
+      g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "task %s is being created or taken over again; "
+                                             "try again when its object exists", key);
+      return;
+    }
+  if (shim != NULL)
     {
       /* answered when the shim's cleanup finished (TaskDelete emitted) */
       waiting = g_hash_table_lookup (self->reaps, key);

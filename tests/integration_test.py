@@ -554,6 +554,32 @@ class BadInputTests(ShimwatchTestCase):
 
 
 class ReapTests(ShimwatchTestCase):
+    def test_reap_during_create_touches_nothing(self):
+        """A Reap racing the task's CreateTask gets BadState; the create completes."""
+        created = {}
+
+        def done(connection, result, _):
+            try:
+                created["path"] = connection.call_finish(result).unpack()[0]
+            except GLib.Error as e:
+                created["error"] = e
+        self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "CreateTask",
+                      GLib.Variant("(sssa{sv})", ("default", "racing", self.bundle, {})), None,
+                      Gio.DBusCallFlags.NONE, 30000, None, done, None)
+        # the create is under way once its task directory exists
+        wait_until(lambda: os.path.isdir(self.task_dir("default", "racing")), 5, "the create")
+        if "path" not in created:
+            try:
+                self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "racing", {}))
+                self.assertIn("path", created, "Reap succeeded on a task still being created")
+            except GLib.Error as e:
+                self.assertEqual(Gio.DBusError.get_remote_error(e), ERROR + "BadState", e.message)
+        wait_until(lambda: created, 10, "CreateTask to return")
+        self.assertIn("path", created, created)
+        self.assertEqual(self.prop(created["path"], "Status"), "running")
+        self.assertEqual([e for e in self.signals.log
+                          if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
+
     def test_reap_state_left_by_a_killed_service(self):
         """Service and shim die; the restart reports the task's end but its cleanup cannot
         finish (delete hangs), so state stays on disk; Reap cleans it, with no second
