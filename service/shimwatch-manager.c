@@ -100,8 +100,10 @@ complete_reaps (ShimwatchManager *self,
                 guint32           exit_status)
 {
   g_autoptr(GPtrArray) waiting = NULL;
+  g_autofree char *stolen_key = NULL;
 
-  if (!g_hash_table_steal_extended (self->reaps, key, NULL, (gpointer *) &waiting))
+  if (!g_hash_table_steal_extended (self->reaps, key, (gpointer *) &stolen_key,
+                                    (gpointer *) &waiting))
     return;
   for (guint i = 0; i < waiting->len; i++)
     shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (self),
