@@ -37,6 +37,17 @@ shimwatch_config_new (void)
   return config;
 }
 
+ShimwatchConfig *
+shimwatch_config_copy (const ShimwatchConfig *config)
+{
+  ShimwatchConfig *copy = g_memdup2 (config, sizeof *config);
+
+  copy->runtime_dir = g_strdup (config->runtime_dir);
+  copy->state_dir = g_strdup (config->state_dir);
+  copy->runtime_path = g_strdupv (config->runtime_path);
+  return copy;
+}
+
 void
 shimwatch_config_free (ShimwatchConfig *config)
 {

@@ -22,6 +22,7 @@ typedef struct {
 } ShimwatchConfig;
 
 ShimwatchConfig *shimwatch_config_new       (void);
+ShimwatchConfig *shimwatch_config_copy      (const ShimwatchConfig *config);
 void             shimwatch_config_free      (ShimwatchConfig  *config);
 gboolean         shimwatch_config_load_file (ShimwatchConfig  *config,
                                              const char       *path,

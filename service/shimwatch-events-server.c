@@ -165,13 +165,6 @@ shimwatch_events_server_new (const char  *path,
   return g_steal_pointer (&self);
 }
 
-const char *
-shimwatch_events_server_get_path (ShimwatchEventsServer *self)
-{
-  g_return_val_if_fail (SHIMWATCH_IS_EVENTS_SERVER (self), NULL);
-  return self->path;
-}
-
 guint
 shimwatch_events_server_get_n_connections (ShimwatchEventsServer *self)
 {

@@ -19,7 +19,6 @@ G_DECLARE_FINAL_TYPE (ShimwatchEventsServer, shimwatch_events_server, SHIMWATCH,
 
 ShimwatchEventsServer *shimwatch_events_server_new      (const char            *path,
                                                          GError               **error);
-const char            *shimwatch_events_server_get_path (ShimwatchEventsServer *self);
 guint                  shimwatch_events_server_get_n_connections (ShimwatchEventsServer *self);
 void                   shimwatch_events_server_stop     (ShimwatchEventsServer *self);
 

@@ -397,7 +397,6 @@ finish_communicate (GTask        *task,
 
 typedef struct {
   ShimwatchShimHandle *handle;
-  int                  version;
 } StartState;
 
 static void
@@ -488,7 +487,6 @@ start_communicate_cb (GObject      *source,
       return;
     }
   state->handle->address = g_strdup (bootstrap->address);
-  state->version = bootstrap->version;
   shimwatch_ttrpc_connect_async (bootstrap->address, NULL, start_socket_cb,
                                  g_steal_pointer (&task));
 }

@@ -509,12 +509,11 @@ handle_list_shims (ShimwatchDbusManager  *iface,
   ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
   g_autoptr(GPtrArray) paths = g_ptr_array_new ();
   GHashTableIter iter;
-  gpointer key;
   gpointer value;
 
   /* a task still being created, or reloaded, is listed once its object is exported */
   g_hash_table_iter_init (&iter, self->shims);
-  while (g_hash_table_iter_next (&iter, &key, &value))
+  while (g_hash_table_iter_next (&iter, NULL, &value))
     if (shimwatch_shim_is_exported (value))
       g_ptr_array_add (paths, (gpointer) shimwatch_shim_get_object_path (value));
   g_ptr_array_add (paths, NULL);
@@ -960,13 +959,7 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   g_autofree char *shim_address = NULL;
   ShimwatchLauncherConfig launcher_config = { 0 };
 
-  self->config = g_new0 (ShimwatchConfig, 1);
-  self->config->runtime_dir = g_strdup (config->runtime_dir);
-  self->config->state_dir = g_strdup (config->state_dir);
-  self->config->runtime_path = g_strdupv (config->runtime_path);
-  self->config->cleanup_timeout_ms = config->cleanup_timeout_ms;
-  self->config->cleanup_concurrency = config->cleanup_concurrency;
-  self->config->health_interval_ms = config->health_interval_ms;
+  self->config = shimwatch_config_copy (config);
 
   self->tasks_dir = g_build_filename (config->runtime_dir, "tasks", NULL);
   self->runc_root = g_build_filename (config->runtime_dir, "runc", NULL);

@@ -1113,13 +1113,6 @@ shimwatch_shim_get_client (ShimwatchShim *self)
 }
 
 gboolean
-shimwatch_shim_is_connected (ShimwatchShim *self)
-{
-  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
-  return self->connected;
-}
-
-gboolean
 shimwatch_shim_is_exported (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);

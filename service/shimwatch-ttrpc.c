@@ -559,13 +559,6 @@ shimwatch_ttrpc_is_closed (ShimwatchTtrpc *self)
   return self->closed;
 }
 
-GCredentials *
-shimwatch_ttrpc_get_peer_credentials (ShimwatchTtrpc *self)
-{
-  g_return_val_if_fail (SHIMWATCH_IS_TTRPC (self), NULL);
-  return g_socket_get_credentials (self->socket, NULL);
-}
-
 void
 shimwatch_ttrpc_set_request_handler (ShimwatchTtrpc               *self,
                                      ShimwatchTtrpcRequestHandler  handler,

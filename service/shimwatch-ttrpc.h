@@ -69,6 +69,5 @@ void            shimwatch_ttrpc_respond             (ShimwatchTtrpc             
 
 void            shimwatch_ttrpc_close               (ShimwatchTtrpc               *self);
 gboolean        shimwatch_ttrpc_is_closed           (ShimwatchTtrpc               *self);
-GCredentials   *shimwatch_ttrpc_get_peer_credentials (ShimwatchTtrpc              *self);
 
 G_END_DECLS
