@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
@@ -302,6 +303,44 @@ run_status_error (RunData    *data,
                       text != NULL && *text != '\0' ? ": " : "", text != NULL ? text : "");
 }
 
+/* The shim's stdin as a sealed-off memory file, never a pipe: a shim that exits without
+ * reading it (or before we finished writing) must not turn a good run into EPIPE. */
+static int
+stdin_fd_for (GBytes  *bytes,
+              GError **error)
+{
+  gsize length = 0;
+  const char *data = bytes != NULL ? g_bytes_get_data (bytes, &length) : NULL;
+  gsize done = 0;
+  int fd = memfd_create ("shimwatch-shim-stdin", MFD_CLOEXEC);
+
+  while (fd >= 0 && done < length)
+    {
+      gssize n = write (fd, data + done, length - done);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          close (fd);
+          fd = -1;
+          break;
+        }
+      done += (gsize) n;
+    }
+  if (fd < 0 || lseek (fd, 0, SEEK_SET) != 0)
+    {
+      int saved_errno = errno;
+
+      if (fd >= 0)
+        close (fd);
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot prepare the shim's stdin: %s", g_strerror (saved_errno));
+      return -1;
+    }
+  return fd;
+}
+
 static GTask *
 run_shim_action (ShimwatchLauncher   *self,
                  gpointer             source_tag,
@@ -320,9 +359,9 @@ run_shim_action (ShimwatchLauncher   *self,
   g_autoptr(GError) error = NULL;
   GTask *task = g_task_new (self, NULL, callback, user_data);
   RunData *data = g_new0 (RunData, 1);
-  g_autoptr(GBytes) empty = NULL;
   const char *argv[16];
   guint n = 0;
+  int stdin_fd;
 
   g_task_set_source_tag (task, source_tag);
   g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
@@ -349,10 +388,17 @@ run_shim_action (ShimwatchLauncher   *self,
   argv[n++] = action;
   argv[n] = NULL;
 
+  stdin_fd = stdin_fd_for (stdin_bytes, &error);
+  if (stdin_fd < 0)
+    {
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED, "%s",
+                               error->message);
+      return task;
+    }
   launcher = shim_process_launcher (self, namespace_, task_dir,
-                                    G_SUBPROCESS_FLAGS_STDIN_PIPE |
                                     G_SUBPROCESS_FLAGS_STDOUT_PIPE |
                                     G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_take_stdin_fd (launcher, stdin_fd);
   data->process = g_subprocess_launcher_spawnv (launcher, argv, &error);
   if (data->process == NULL)
     {
@@ -365,10 +411,8 @@ run_shim_action (ShimwatchLauncher   *self,
   g_source_set_callback (data->timeout_source, run_timeout_cb, data, NULL);
   g_source_attach (data->timeout_source, NULL);
 
-  /* an empty buffer closes the shim's stdin at once (delete gets nothing on stdin) */
-  empty = g_bytes_new_static ("", 0);
-  g_subprocess_communicate_async (data->process, stdin_bytes != NULL ? stdin_bytes : empty,
-                                  data->timeout_cancellable, communicate_cb, g_object_ref (task));
+  g_subprocess_communicate_async (data->process, NULL, data->timeout_cancellable,
+                                  communicate_cb, g_object_ref (task));
   return task;
 }
 
