@@ -31,6 +31,9 @@ struct _ShimwatchManager
   ShimwatchEventsServer        *events;
   ShimwatchAuthority           *authority;
   GDBusObjectManagerServer     *object_manager;
+  ShimwatchSignalLedger        *ledger;
+  GDBusConnection              *filtered;   /* the ledger watches its outgoing signals */
+  guint                         filter_id;
 
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
   GHashTable                   *reserved;   /* "ns/id" being created */
@@ -931,6 +934,12 @@ shimwatch_manager_get_runc_root (ShimwatchManager *self)
   return self->runc_root;
 }
 
+ShimwatchSignalLedger *
+shimwatch_manager_get_signal_ledger (ShimwatchManager *self)
+{
+  return self->ledger;
+}
+
 guint
 shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
 {
@@ -1002,6 +1011,8 @@ shimwatch_manager_export (ShimwatchManager  *self,
   self->authority = shimwatch_authority_new (connection, use_polkit);
   self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
   g_dbus_object_manager_server_set_connection (self->object_manager, connection);
+  self->filtered = g_object_ref (connection);
+  self->filter_id = shimwatch_signal_ledger_attach (self->ledger, connection);
   return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self), connection,
                                            SHIMWATCH_DBUS_PATH, error);
 }
@@ -1030,6 +1041,10 @@ shimwatch_manager_finalize (GObject *object)
   g_hash_table_unref (self->shims);
   g_hash_table_unref (self->reserved);
   g_hash_table_unref (self->reaps);
+  if (self->filtered != NULL)
+    g_dbus_connection_remove_filter (self->filtered, self->filter_id);
+  g_clear_object (&self->filtered);
+  g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
   g_clear_object (&self->object_manager);
   g_clear_object (&self->authority);
   g_clear_object (&self->events);
@@ -1064,4 +1079,5 @@ shimwatch_manager_init (ShimwatchManager *self)
   self->reserved = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) g_ptr_array_unref);
+  self->ledger = shimwatch_signal_ledger_new (SHIMWATCH_DBUS_MANAGER_IFACE);
 }

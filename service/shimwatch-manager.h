@@ -13,6 +13,7 @@
 #include "shimwatch-config.h"
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-signal-ledger.h"
 
 G_BEGIN_DECLS
 
@@ -40,5 +41,6 @@ ShimwatchAuthority *shimwatch_manager_get_authority       (ShimwatchManager     
 ShimwatchCleanup   *shimwatch_manager_get_cleanup         (ShimwatchManager       *self);
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
 const char         *shimwatch_manager_get_runc_root       (ShimwatchManager       *self);
+ShimwatchSignalLedger *shimwatch_manager_get_signal_ledger (ShimwatchManager       *self);
 
 G_END_DECLS

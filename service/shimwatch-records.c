@@ -41,15 +41,44 @@ fsync_dir (const char  *dir,
   return TRUE;
 }
 
+struct _ShimwatchRecordCommit
+{
+  char     *temp_path;
+  char     *path;
+  gboolean  committed;
+};
+
+static gboolean
+ensure_dir (const char  *dir,
+            GError     **error)
+{
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    {
+      int saved_errno = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot create %s: %s",
+                   dir, g_strerror (saved_errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 shimwatch_records_write (const char             *records_dir,
                          const ShimwatchRecord  *record,
                          GError                **error)
 {
-  g_autofree char *dir = g_build_filename (records_dir, record->namespace_, NULL);
+  g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
 
-  /* and the rename itself survives a crash of the machine */
-  return shimwatch_records_write_now (records_dir, record, error) && fsync_dir (dir, error);
+  /* CONSISTENT|DURABLE: temp file, fsync, rename over the old one; then the directory's
+   * fsync, so that the rename itself survives a crash of the machine */
+  return ensure_dir (dir, error) &&
+         g_file_set_contents_full (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes),
+                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                   0600, error) &&
+         fsync_dir (dir, error);
 }
 
 void
@@ -63,27 +92,98 @@ shimwatch_records_sync (const char *records_dir,
     g_warning ("%s", error->message);
 }
 
-gboolean
-shimwatch_records_write_now (const char             *records_dir,
-                             const ShimwatchRecord  *record,
-                             GError                **error)
+static gboolean
+write_all (int           fd,
+           const guint8 *data,
+           gsize         size)
+{
+  while (size > 0)
+    {
+      gssize n = write (fd, data, size);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return FALSE;
+      data += n;
+      size -= (gsize) n;
+    }
+  return TRUE;
+}
+
+ShimwatchRecordCommit *
+shimwatch_records_prepare (const char             *records_dir,
+                           const ShimwatchRecord  *record,
+                           GError                **error)
 {
   g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
   g_autofree char *dir = g_path_get_dirname (path);
+  /* the name pattern shimwatch_records_load() recognizes as an interrupted write */
+  g_autofree char *temp_path = g_strconcat (path, ".XXXXXX", NULL);
   g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
+  ShimwatchRecordCommit *commit;
+  gsize size;
+  const guint8 *data = g_bytes_get_data (bytes, &size);
+  int fd;
 
-  if (g_mkdir_with_parents (dir, 0700) != 0)
+  if (!ensure_dir (dir, error))
+    return NULL;
+  fd = g_mkstemp_full (temp_path, O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0)
     {
       int saved_errno = errno;
 
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot create %s: %s",
-                   dir, g_strerror (saved_errno));
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot create a temp file beside %s: %s", path, g_strerror (saved_errno));
+      return NULL;
+    }
+  if (!write_all (fd, data, size) || fsync (fd) != 0)
+    {
+      int saved_errno = errno;
+
+      close (fd);
+      g_unlink (temp_path);
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot write %s: %s",
+                   temp_path, g_strerror (saved_errno));
+      return NULL;
+    }
+  close (fd);
+  commit = g_new0 (ShimwatchRecordCommit, 1);
+  commit->temp_path = g_steal_pointer (&temp_path);
+  commit->path = g_steal_pointer (&path);
+  return commit;
+}
+
+/* no GLib state but errno and the two paths: safe in GDBus's worker thread */
+gboolean
+shimwatch_records_commit (ShimwatchRecordCommit  *commit,
+                          GError                **error)
+{
+  if (commit->committed)
+    return TRUE;
+  if (rename (commit->temp_path, commit->path) != 0)
+    {
+      int saved_errno = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot rename %s to %s: %s", commit->temp_path, commit->path,
+                   g_strerror (saved_errno));
       return FALSE;
     }
-  /* CONSISTENT|DURABLE: temp file, fsync, rename over the old one */
-  return g_file_set_contents_full (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes),
-                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                   0600, error);
+  commit->committed = TRUE;
+  return TRUE;
+}
+
+void
+shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
+{
+  if (commit == NULL)
+    return;
+  if (!commit->committed)
+    g_unlink (commit->temp_path);
+  g_free (commit->temp_path);
+  g_free (commit->path);
+  g_free (commit);
 }
 
 gboolean

@@ -19,11 +19,22 @@ char      *shimwatch_records_path   (const char            *records_dir,
 gboolean   shimwatch_records_write  (const char            *records_dir,
                                      const ShimwatchRecord *record,
                                      GError               **error);
-/* the same without the final fsync of the directory, for a write that must be visible at
- * once (a signal follows it); shimwatch_records_sync() makes it durable afterwards */
-gboolean   shimwatch_records_write_now (const char            *records_dir,
-                                        const ShimwatchRecord *record,
-                                        GError               **error);
+
+/* A write in two steps, for a record that must change at the very moment something else
+ * happens (a signal goes out): prepare() writes and fsyncs a temp file beside the record;
+ * commit() renames it into place, and may be called from any thread; free() removes the
+ * temp file if it was never committed. shimwatch_records_sync() then makes the rename
+ * survive a crash of the machine. */
+typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
+
+ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,
+                                                      const ShimwatchRecord *record,
+                                                      GError               **error);
+gboolean               shimwatch_records_commit      (ShimwatchRecordCommit *commit,
+                                                      GError               **error);
+void                   shimwatch_record_commit_free  (ShimwatchRecordCommit *commit);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecordCommit, shimwatch_record_commit_free)
+
 void       shimwatch_records_sync   (const char            *records_dir,
                                      const char            *namespace_);
 gboolean   shimwatch_records_remove (const char            *records_dir,

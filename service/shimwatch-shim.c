@@ -143,74 +143,98 @@ set_status (ShimwatchShim *self,
 }
 
 static void
-save_record (ShimwatchShim *self,
-             gboolean       before_signal)
+fill_record (ShimwatchShim   *self,
+             ShimwatchRecord *record)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
 
-  if (!self->persistent)
-    return;
-  record.namespace_ = self->namespace_;
-  record.id = self->id;
-  record.runtime = self->runtime;
-  record.shim_binary = self->shim_binary;
-  record.task_dir = self->task_dir;
-  record.address = (char *) shimwatch_dbus_shim_get_address (iface);
-  record.shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
-  record.task_pid = shimwatch_dbus_shim_get_task_pid (iface);
-  record.task_start_time = self->task_start_time;
-  record.created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
-  record.status = (char *) shimwatch_dbus_shim_get_status (iface);
-  record.exit_known = self->exit_emitted;
-  record.exit = self->exit;
-  record.exit_emitted = self->exit_emitted;
-  record.disconnected = self->disconnected;
-  record.deleted = self->deleted;
-  record.delete_emitted = self->delete_emitted;
-  /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!(before_signal ? shimwatch_records_write_now : shimwatch_records_write) (
-        shimwatch_manager_get_records_dir (self->manager), &record, &error))
-    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
-               error->message);
+  record->namespace_ = self->namespace_;
+  record->id = self->id;
+  record->runtime = self->runtime;
+  record->shim_binary = self->shim_binary;
+  record->task_dir = self->task_dir;
+  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
+  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
+  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
+  record->task_start_time = self->task_start_time;
+  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
+  record->status = (char *) shimwatch_dbus_shim_get_status (iface);
+  record->exit_known = self->exit_emitted;
+  record->exit = self->exit;
+  record->exit_emitted = self->exit_emitted;
+  record->disconnected = self->disconnected;
+  record->deleted = self->deleted;
+  record->delete_emitted = self->delete_emitted;
 }
 
 static void
 save (ShimwatchShim *self)
 {
-  save_record (self, FALSE);
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  if (!self->persistent)
+    return;
+  fill_record (self, &record);
+  /* a record that cannot be written is logged, never fatal: supervision goes on */
+  if (!shimwatch_records_write (shimwatch_manager_get_records_dir (self->manager), &record,
+                                &error))
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+               error->message);
 }
 
-/* Exactly once across restarts: the record says a signal was sent (written and renamed
- * into place) just before it is emitted and flushed to the bus, so a restarted service
- * never sends it twice. What remains is the instant between the rename and the flush,
- * with no I/O in it; the directory's fsync, which only matters if the machine dies, comes
- * after the signal. */
+/* Exactly once across restarts, even a SIGKILL of the service: the record that says
+ * TaskExit (TaskDelete) was sent is renamed into place by the signal ledger in the very
+ * thread that writes the signal to the bus, right before it does (see
+ * shimwatch-signal-ledger.h). before_signal() prepares it; after_signal() waits until
+ * the signal is written, checks the record is in place, and makes the rename durable
+ * (the directory's fsync only matters if the machine dies). */
 static void
-flush (ShimwatchShim *self)
+before_signal (ShimwatchShim *self,
+               const char    *member)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+  ShimwatchRecordCommit *commit;
+
+  if (!self->persistent)
+    return;
+  fill_record (self, &record);
+  commit = shimwatch_records_prepare (shimwatch_manager_get_records_dir (self->manager),
+                                      &record, &error);
+  if (commit == NULL)
+    {
+      log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+                 error->message);
+      return;
+    }
+  shimwatch_signal_ledger_expect (shimwatch_manager_get_signal_ledger (self->manager),
+                                  member, self->path, commit);
+}
+
+static void
+after_signal (ShimwatchShim *self,
+              const char    *member,
+              const char    *crash_point)
 {
   GDBusConnection *connection =
     g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->manager));
   g_autoptr(GError) error = NULL;
 
   if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
-    g_debug ("flushing the bus connection: %s", error->message);
-}
-
-static void
-before_signal (ShimwatchShim *self)
-{
-  save_record (self, TRUE);
-}
-
-static void
-after_signal (ShimwatchShim *self,
-              const char    *crash_point)
-{
-  flush (self);
+    {
+      g_debug ("flushing the bus connection: %s", error->message);
+      g_clear_error (&error);
+    }
   if (self->persistent)
-    shimwatch_records_sync (shimwatch_manager_get_records_dir (self->manager), self->namespace_);
+    {
+      if (!shimwatch_signal_ledger_settle (shimwatch_manager_get_signal_ledger (self->manager),
+                                           member, self->path, &error))
+        log_event (self, G_LOG_LEVEL_WARNING, "record", "task record not updated for %s: %s",
+                   member, error->message);
+      shimwatch_records_sync (shimwatch_manager_get_records_dir (self->manager),
+                              self->namespace_);
+    }
   shimwatch_crash_point (crash_point);
 }
 
@@ -233,11 +257,11 @@ emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
   log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
              exit_status);
-  before_signal (self);
+  before_signal (self, "TaskExit");
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
-  after_signal (self, "exit-emitted");
+  after_signal (self, "TaskExit", "exit-emitted");
 }
 
 /* TaskDelete exactly once per task, then the manager drops the object */
@@ -251,12 +275,12 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       self->delete_emitted = TRUE;
       log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                  self->exit.pid, self->exit.exit_status);
-      before_signal (self);
+      before_signal (self, "TaskDelete");
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
-      after_signal (self, "delete-emitted");
+      after_signal (self, "TaskDelete", "delete-emitted");
     }
   /* nothing is left to do for this task after a restart */
   if (self->persistent)
@@ -395,11 +419,11 @@ on_disconnected (ShimwatchShim *self,
   if (!self->disconnected)
     {
       self->disconnected = TRUE;
-      before_signal (self);
+      before_signal (self, "ShimDisconnected");
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-      after_signal (self, "disconnected");
+      after_signal (self, "ShimDisconnected", "disconnected");
     }
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");

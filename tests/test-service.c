@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Unit tests of the service's building blocks that need no bus: configuration, the
- * D-Bus error mapping, task-directory removal and finding a shim by its directory.
+ * D-Bus error mapping, task-directory removal, finding a shim by its directory, and the
+ * signal ledger (over a peer-to-peer D-Bus connection).
  */
 #include "config.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
@@ -14,6 +16,8 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-error.h"
+#include "shimwatch-records.h"
+#include "shimwatch-signal-ledger.h"
 #include "shimwatch-ttrpc.h"
 
 static char *
@@ -250,6 +254,254 @@ test_authority_results (void)
     }
 }
 
+/* the ledger, over a peer-to-peer connection pair: a sender whose outgoing signals it
+ * watches and a receiver that checks the record on disk when a signal arrives */
+typedef struct
+{
+  char            *records_dir;
+  GDBusConnection *sender;
+  GDBusConnection *receiver;
+  guint            n_received;
+  gboolean         in_place_on_arrival;
+} LedgerFixture;
+
+#define LEDGER_IFACE   "org.shimwatch.Shimwatch1.Manager"
+#define LEDGER_SUBJECT "/org/shimwatch/Shimwatch1/shims/ns/t1"
+
+static void
+base_record (ShimwatchRecord *record)
+{
+  record->namespace_ = (char *) "ns";
+  record->id = (char *) "t1";
+  record->runtime = (char *) "io.containerd.runc.v2";
+  record->shim_binary = (char *) "/usr/bin/containerd-shim-runc-v2";
+  record->task_dir = (char *) "/run/shimwatch/tasks/ns/t1";
+  record->address = (char *) "unix:///run/containerd/s/0";
+  record->status = (char *) "running";
+}
+
+/* what the record file says now (not shimwatch_records_load(), which would tidy up) */
+static ShimwatchRecord *
+read_record (const char *records_dir)
+{
+  g_autofree char *path = shimwatch_records_path (records_dir, "ns", "t1");
+  g_autofree char *contents = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord *record;
+  gsize length;
+
+  g_assert_true (g_file_get_contents (path, &contents, &length, &error));
+  record = shimwatch_wire_decode_record (contents, length, &error);
+  g_assert_no_error (error);
+  return record;
+}
+
+static guint
+count_files (const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  guint n = 0;
+
+  while (d != NULL && g_dir_read_name (d) != NULL)
+    n++;
+  return n;
+}
+
+static void
+on_ledger_signal (GDBusConnection *connection,
+                  const char      *sender,
+                  const char      *path,
+                  const char      *interface,
+                  const char      *member,
+                  GVariant        *parameters,
+                  gpointer         user_data)
+{
+  LedgerFixture *f = user_data;
+  g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+  const char *subject;
+
+  f->n_received++;
+  g_variant_get_child (parameters, 0, "&o", &subject);
+  if (g_str_equal (subject, LEDGER_SUBJECT))
+    f->in_place_on_arrival = record->exit_emitted;
+}
+
+static void
+on_server_connection (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  GDBusConnection **out = user_data;
+  g_autoptr(GError) error = NULL;
+
+  *out = g_dbus_connection_new_finish (result, &error);
+  g_assert_no_error (error);
+}
+
+static void
+ledger_setup (LedgerFixture *f,
+              gconstpointer  data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *guid = g_dbus_generate_guid ();
+  g_autoptr(GSocket) a = NULL;
+  g_autoptr(GSocket) b = NULL;
+  g_autoptr(GSocketConnection) ca = NULL;
+  g_autoptr(GSocketConnection) cb = NULL;
+  ShimwatchRecord record = { 0 };
+  int fds[2];
+
+  f->records_dir = g_dir_make_tmp ("swledger-XXXXXX", NULL);
+  base_record (&record);
+  g_assert_true (shimwatch_records_write (f->records_dir, &record, &error));
+  g_assert_no_error (error);
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  a = g_socket_new_from_fd (fds[0], &error);
+  g_assert_no_error (error);
+  b = g_socket_new_from_fd (fds[1], &error);
+  g_assert_no_error (error);
+  ca = g_socket_connection_factory_create_connection (a);
+  cb = g_socket_connection_factory_create_connection (b);
+  g_dbus_connection_new (G_IO_STREAM (cb), guid,
+                         G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_SERVER |
+                         G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_ALLOW_ANONYMOUS,
+                         NULL, NULL, on_server_connection, &f->receiver);
+  f->sender = g_dbus_connection_new_sync (G_IO_STREAM (ca), NULL,
+                                          G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT,
+                                          NULL, NULL, &error);
+  g_assert_no_error (error);
+  while (f->receiver == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_dbus_connection_signal_subscribe (f->receiver, NULL, LEDGER_IFACE, "TaskExit", NULL, NULL,
+                                      G_DBUS_SIGNAL_FLAGS_NONE, on_ledger_signal, f, NULL);
+}
+
+static void
+ledger_teardown (LedgerFixture *f,
+                 gconstpointer  data)
+{
+  g_dbus_connection_close_sync (f->sender, NULL, NULL);
+  g_clear_object (&f->sender);
+  g_clear_object (&f->receiver);
+  g_assert_true (shimwatch_records_remove (f->records_dir, "ns", "t1", NULL));
+  g_assert_cmpint (g_rmdir (f->records_dir), ==, 0);
+  g_free (f->records_dir);
+}
+
+static ShimwatchRecordCommit *
+prepare_exit_record (LedgerFixture *f)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+  ShimwatchRecordCommit *commit;
+
+  base_record (&record);
+  record.status = (char *) "stopped";
+  record.exit_known = record.exit_emitted = TRUE;
+  record.exit.pid = 42;
+  record.exit.exit_status = 137;
+  commit = shimwatch_records_prepare (f->records_dir, &record, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (commit);
+  return commit;
+}
+
+static void
+emit_exit (LedgerFixture *f,
+           const char    *subject)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                 "TaskExit",
+                                 g_variant_new ("(osssuut)", subject, "ns", "t1", "t1", 42,
+                                                137, (guint64) 1),
+                                 &error);
+  g_assert_no_error (error);
+  g_assert_true (g_dbus_connection_flush_sync (f->sender, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static void
+test_ledger_commits_as_sent (LedgerFixture *f,
+                             gconstpointer  data)
+{
+  g_autoptr(ShimwatchSignalLedger) ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
+  g_autofree char *ns_dir = g_build_filename (f->records_dir, "ns", NULL);
+  g_autoptr(GError) error = NULL;
+  guint filter = shimwatch_signal_ledger_attach (ledger, f->sender);
+
+  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
+  /* prepared: the old record still holds, beside its temp file */
+  {
+    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+
+    g_assert_false (record->exit_emitted);
+    g_assert_cmpuint (count_files (ns_dir), ==, 2);
+  }
+  /* another task's TaskExit does not commit this one */
+  emit_exit (f, "/org/shimwatch/Shimwatch1/shims/ns/other");
+  {
+    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+
+    g_assert_false (record->exit_emitted);
+  }
+  emit_exit (f, LEDGER_SUBJECT);
+  g_assert_true (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
+  g_assert_no_error (error);
+  {
+    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+
+    g_assert_true (record->exit_emitted);
+    g_assert_cmpuint (record->exit.exit_status, ==, 137);
+    g_assert_cmpuint (count_files (ns_dir), ==, 1);
+  }
+  /* whoever receives the signal finds the record already saying it was sent */
+  while (f->n_received < 2)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (f->in_place_on_arrival);
+  g_dbus_connection_remove_filter (f->sender, filter);
+}
+
+static void
+test_ledger_unsent_changes_nothing (LedgerFixture *f,
+                                    gconstpointer  data)
+{
+  g_autoptr(ShimwatchSignalLedger) ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
+  g_autofree char *ns_dir = g_build_filename (f->records_dir, "ns", NULL);
+  g_autoptr(GError) error = NULL;
+  guint filter = shimwatch_signal_ledger_attach (ledger, f->sender);
+
+  /* nothing emitted */
+  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
+  g_assert_false (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED);
+  g_clear_error (&error);
+
+  /* emitted on a closed connection: never written */
+  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
+  g_assert_true (g_dbus_connection_close_sync (f->sender, NULL, NULL));
+  g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                 "TaskExit",
+                                 g_variant_new ("(osssuut)", LEDGER_SUBJECT, "ns", "t1", "t1",
+                                                42, 137, (guint64) 1),
+                                 NULL);
+  g_dbus_connection_flush_sync (f->sender, NULL, NULL);
+  g_assert_false (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED);
+
+  /* the record still says "not sent", so a restart would send it; no temp file is left */
+  {
+    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+
+    g_assert_false (record->exit_emitted);
+    g_assert_cmpuint (count_files (ns_dir), ==, 1);
+  }
+  g_assert_cmpuint (f->n_received, ==, 0);
+  g_dbus_connection_remove_filter (f->sender, filter);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -262,5 +514,9 @@ main (int    argc,
   g_test_add_func ("/service/authority-results", test_authority_results);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
+  g_test_add ("/service/ledger/commits-as-sent", LedgerFixture, NULL, ledger_setup,
+              test_ledger_commits_as_sent, ledger_teardown);
+  g_test_add ("/service/ledger/unsent-changes-nothing", LedgerFixture, NULL, ledger_setup,
+              test_ledger_unsent_changes_nothing, ledger_teardown);
   return g_test_run ();
 }
