@@ -43,7 +43,7 @@ fsync_dir (const char  *dir,
 
 struct _ShimwatchRecordCommit
 {
-  char     *temp_path;
+  char     *temp_path;      /* NULL: a removal */
   char     *path;
   gboolean  committed;
 };
@@ -88,7 +88,7 @@ shimwatch_records_sync (const char *records_dir,
   g_autofree char *dir = g_build_filename (records_dir, namespace_, NULL);
   g_autoptr(GError) error = NULL;
 
-  if (!fsync_dir (dir, &error))
+  if (!fsync_dir (g_file_test (dir, G_FILE_TEST_IS_DIR) ? dir : records_dir, &error))
     g_warning ("%s", error->message);
 }
 
@@ -154,17 +154,43 @@ shimwatch_records_prepare (const char             *records_dir,
   return commit;
 }
 
-/* no GLib state but errno and the two paths: safe in GDBus's worker thread */
+ShimwatchRecordCommit *
+shimwatch_records_prepare_removal (const char *records_dir,
+                                   const char *namespace_,
+                                   const char *id)
+{
+  ShimwatchRecordCommit *commit = g_new0 (ShimwatchRecordCommit, 1);
+
+  commit->path = shimwatch_records_path (records_dir, namespace_, id);
+  return commit;
+}
+
+/* syscalls on the commit's own paths only: safe in GDBus's worker thread */
 gboolean
 shimwatch_records_commit (ShimwatchRecordCommit  *commit,
                           GError                **error)
 {
+  int saved_errno;
+
   if (commit->committed)
     return TRUE;
-  if (rename (commit->temp_path, commit->path) != 0)
+  if (commit->temp_path == NULL)
     {
-      int saved_errno = errno;
+      g_autofree char *dir = NULL;
 
+      if (unlink (commit->path) != 0 && errno != ENOENT)
+        {
+          saved_errno = errno;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                       "cannot remove %s: %s", commit->path, g_strerror (saved_errno));
+          return FALSE;
+        }
+      dir = g_path_get_dirname (commit->path);
+      rmdir (dir);      /* the namespace goes with its last record */
+    }
+  else if (rename (commit->temp_path, commit->path) != 0)
+    {
+      saved_errno = errno;
       g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
                    "cannot rename %s to %s: %s", commit->temp_path, commit->path,
                    g_strerror (saved_errno));
@@ -179,7 +205,7 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
 {
   if (commit == NULL)
     return;
-  if (!commit->committed)
+  if (!commit->committed && commit->temp_path != NULL)
     g_unlink (commit->temp_path);
   g_free (commit->temp_path);
   g_free (commit->path);

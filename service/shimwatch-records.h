@@ -20,21 +20,26 @@ gboolean   shimwatch_records_write  (const char            *records_dir,
                                      const ShimwatchRecord *record,
                                      GError               **error);
 
-/* A write in two steps, for a record that must change at the very moment something else
- * happens (a signal goes out): prepare() writes and fsyncs a temp file beside the record;
- * commit() renames it into place, and may be called from any thread; free() removes the
- * temp file if it was never committed. shimwatch_records_sync() then makes the rename
- * survive a crash of the machine. */
+/* A change in two steps, for a record that must change at the very moment something
+ * else happens (a signal goes out). prepare() writes and fsyncs a temp file beside the
+ * record, and commit() renames it into place; prepare_removal() prepares nothing, and
+ * commit() removes the record (and its namespace directory once empty). commit() may be
+ * called from any thread; free() removes the temp file of a change never committed.
+ * shimwatch_records_sync() then makes the change survive a crash of the machine. */
 typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
 
 ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,
                                                       const ShimwatchRecord *record,
                                                       GError               **error);
+ShimwatchRecordCommit *shimwatch_records_prepare_removal (const char        *records_dir,
+                                                          const char        *namespace_,
+                                                          const char        *id);
 gboolean               shimwatch_records_commit      (ShimwatchRecordCommit *commit,
                                                       GError               **error);
 void                   shimwatch_record_commit_free  (ShimwatchRecordCommit *commit);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecordCommit, shimwatch_record_commit_free)
 
+/* fsync of the namespace directory (of the records directory if it is gone) */
 void       shimwatch_records_sync   (const char            *records_dir,
                                      const char            *namespace_);
 gboolean   shimwatch_records_remove (const char            *records_dir,

@@ -183,25 +183,35 @@ save (ShimwatchShim *self)
                error->message);
 }
 
-/* Exactly once across restarts, even a SIGKILL of the service: the record that says
- * TaskExit (TaskDelete) was sent is renamed into place by the signal ledger in the very
- * thread that writes the signal to the bus, right before it does (see
- * shimwatch-signal-ledger.h). before_signal() prepares it; after_signal() waits until
- * the signal is written, checks the record is in place, and makes the rename durable
- * (the directory's fsync only matters if the machine dies). */
+/* Exactly once across restarts, even a SIGKILL of the service: the record that says a
+ * signal was sent is put in place by the signal ledger in the very thread that writes
+ * the signal to the bus, right before it does (see shimwatch-signal-ledger.h). For
+ * ShimDisconnected and TaskExit that is the record with the new flag; for TaskDelete, the
+ * last signal, it is the record's removal, so no record outlives a TaskDelete a client
+ * could have seen. before_signal() prepares the change; after_signal() waits until the
+ * signal is written, checks the change was made, and makes it durable (the directory's
+ * fsync only matters if the machine dies). A signal that never reached the bus leaves
+ * the record as it was, so the next start sends it. */
 static void
 before_signal (ShimwatchShim *self,
-               const char    *member)
+               const char    *member,
+               gboolean       removes_record)
 {
+  const char *records_dir = shimwatch_manager_get_records_dir (self->manager);
   g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
   ShimwatchRecordCommit *commit;
 
   if (!self->persistent)
     return;
-  fill_record (self, &record);
-  commit = shimwatch_records_prepare (shimwatch_manager_get_records_dir (self->manager),
-                                      &record, &error);
+  if (removes_record)
+    commit = shimwatch_records_prepare_removal (records_dir, self->namespace_, self->id);
+  else
+    {
+      ShimwatchRecord record = { 0 };
+
+      fill_record (self, &record);
+      commit = shimwatch_records_prepare (records_dir, &record, &error);
+    }
   if (commit == NULL)
     {
       log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
@@ -257,7 +267,7 @@ emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
   log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
              exit_status);
-  before_signal (self, "TaskExit");
+  before_signal (self, "TaskExit", FALSE);
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
@@ -275,14 +285,17 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       self->delete_emitted = TRUE;
       log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                  self->exit.pid, self->exit.exit_status);
-      before_signal (self, "TaskDelete");
+      before_signal (self, "TaskDelete", TRUE);
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
       after_signal (self, "TaskDelete", "delete-emitted");
+      /* the record went with the signal, or stays for the next start to send it */
+      self->persistent = FALSE;
     }
-  /* nothing is left to do for this task after a restart */
+  /* a record whose TaskDelete went out before the service died (an older version removed
+   * it only afterwards): nothing is left to do for this task */
   if (self->persistent)
     {
       g_autoptr(GError) error = NULL;
@@ -419,7 +432,7 @@ on_disconnected (ShimwatchShim *self,
   if (!self->disconnected)
     {
       self->disconnected = TRUE;
-      before_signal (self, "ShimDisconnected");
+      before_signal (self, "ShimDisconnected", FALSE);
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));

@@ -100,7 +100,9 @@ outgoing_filter (GDBusConnection *connection,
   if (entry != NULL && !entry->sent)
     {
       entry->sent = TRUE;
-      shimwatch_records_commit (entry->commit, &entry->error);
+      if (shimwatch_records_commit (entry->commit, &entry->error))
+        g_debug ("%s of %s: record in place, sending", g_dbus_message_get_member (message),
+                 subject);
     }
   g_mutex_unlock (&ledger->mutex);
   return message;

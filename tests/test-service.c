@@ -263,6 +263,7 @@ typedef struct
   GDBusConnection *receiver;
   guint            n_received;
   gboolean         in_place_on_arrival;
+  gboolean         gone_on_arrival;
 } LedgerFixture;
 
 #define LEDGER_IFACE   "org.shimwatch.Shimwatch1.Manager"
@@ -317,13 +318,21 @@ on_ledger_signal (GDBusConnection *connection,
                   gpointer         user_data)
 {
   LedgerFixture *f = user_data;
-  g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+  g_autofree char *record_path = shimwatch_records_path (f->records_dir, "ns", "t1");
   const char *subject;
 
   f->n_received++;
   g_variant_get_child (parameters, 0, "&o", &subject);
-  if (g_str_equal (subject, LEDGER_SUBJECT))
-    f->in_place_on_arrival = record->exit_emitted;
+  if (!g_str_equal (subject, LEDGER_SUBJECT))
+    return;
+  if (g_str_equal (member, "TaskDelete"))
+    f->gone_on_arrival = !g_file_test (record_path, G_FILE_TEST_EXISTS);
+  else
+    {
+      g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+
+      f->in_place_on_arrival = record->exit_emitted;
+    }
 }
 
 static void
@@ -373,7 +382,7 @@ ledger_setup (LedgerFixture *f,
   g_assert_no_error (error);
   while (f->receiver == NULL)
     g_main_context_iteration (NULL, TRUE);
-  g_dbus_connection_signal_subscribe (f->receiver, NULL, LEDGER_IFACE, "TaskExit", NULL, NULL,
+  g_dbus_connection_signal_subscribe (f->receiver, NULL, LEDGER_IFACE, NULL, NULL, NULL,
                                       G_DBUS_SIGNAL_FLAGS_NONE, on_ledger_signal, f, NULL);
 }
 
@@ -408,13 +417,14 @@ prepare_exit_record (LedgerFixture *f)
 }
 
 static void
-emit_exit (LedgerFixture *f,
-           const char    *subject)
+emit_signal (LedgerFixture *f,
+             const char    *member,
+             const char    *subject)
 {
   g_autoptr(GError) error = NULL;
 
   g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
-                                 "TaskExit",
+                                 member,
                                  g_variant_new ("(osssuut)", subject, "ns", "t1", "t1", 42,
                                                 137, (guint64) 1),
                                  &error);
@@ -441,13 +451,13 @@ test_ledger_commits_as_sent (LedgerFixture *f,
     g_assert_cmpuint (count_files (ns_dir), ==, 2);
   }
   /* another task's TaskExit does not commit this one */
-  emit_exit (f, "/org/shimwatch/Shimwatch1/shims/ns/other");
+  emit_signal (f, "TaskExit", "/org/shimwatch/Shimwatch1/shims/ns/other");
   {
     g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
 
     g_assert_false (record->exit_emitted);
   }
-  emit_exit (f, LEDGER_SUBJECT);
+  emit_signal (f, "TaskExit", LEDGER_SUBJECT);
   g_assert_true (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
   g_assert_no_error (error);
   {
@@ -461,6 +471,19 @@ test_ledger_commits_as_sent (LedgerFixture *f,
   while (f->n_received < 2)
     g_main_context_iteration (NULL, TRUE);
   g_assert_true (f->in_place_on_arrival);
+
+  /* TaskDelete's change is the record's removal, namespace directory included: whoever
+   * receives it finds no record left */
+  shimwatch_signal_ledger_expect (ledger, "TaskDelete", LEDGER_SUBJECT,
+                                  shimwatch_records_prepare_removal (f->records_dir, "ns", "t1"));
+  g_assert_cmpuint (count_files (ns_dir), ==, 1);
+  emit_signal (f, "TaskDelete", LEDGER_SUBJECT);
+  g_assert_true (shimwatch_signal_ledger_settle (ledger, "TaskDelete", LEDGER_SUBJECT, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (ns_dir, G_FILE_TEST_EXISTS));
+  while (f->n_received < 3)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (f->gone_on_arrival);
   g_dbus_connection_remove_filter (f->sender, filter);
 }
 
