@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -998,6 +999,7 @@ class ChaosTests(ShimwatchTestCase):
             events = self.signals.for_task("chaos", task_id)
             exits = sum(1 for e in events if e[0] == "TaskExit")
             deletes = sum(1 for e in events if e[0] == "TaskDelete")
+            self.log_focus = f"chaos/{task_id}"
             self.assertEqual((exits, deletes), (1, 1), f"{task_id}, seed {seed}: {events}")
             self.assertTrue(process_dead(task_pid), f"{task_id} runs, seed {seed}")
             self.assertFalse(os.path.exists(sock), f"{sock}, seed {seed}")
@@ -1035,9 +1037,23 @@ class TapResult(unittest.TestResult):
             with open(test.log_path, errors="replace") as f:      # still running
                 log = f.read()
         if log:
-            print("# --- shimwatchd log ---")
-            for line in log.splitlines()[-80:]:
+            lines = log.splitlines()
+            focus = getattr(test, "log_focus", None)
+            if focus:
+                # every instance's lines about the task at fault, and where instances start
+                about = re.compile(re.escape(focus) + r"(?![\w.-])")
+                lines = [l for l in lines if about.search(l) or "ready on the bus" in l
+                         or "recorded tasks are loaded" in l]
+                print(f"# --- shimwatchd log, lines about {focus} ---")
+            else:
+                print("# --- shimwatchd log ---")
+            for line in lines[-80:]:
                 print(f"# {line}")
+        keep = os.environ.get("SHIMWATCH_TEST_KEEP_LOGS")
+        if keep and log:
+            os.makedirs(keep, exist_ok=True)
+            with open(os.path.join(keep, test.id() + ".log"), "w") as f:
+                f.write(log)
         self._line(test, False)
 
     def addFailure(self, test, err):
