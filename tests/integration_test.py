@@ -353,12 +353,14 @@ class SeedTests(ShimwatchTestCase):
         self.assert_nothing_left("default", "exits", sock, task_pid)
 
     def test_cleanup_survives_the_creating_client(self):
-        """The caller that created the task vanishes mid-call; cleanup still completes."""
+        """The caller that created the task vanishes mid-call (authorized, its shim being
+        started); the task is created anyway, and its cleanup still completes."""
         caller = subprocess.Popen(
             ["gdbus", "call", "--system", "--dest", BUS_NAME, "--object-path", MANAGER_PATH,
              "--method", MANAGER + ".CreateTask", "default", "orphan", self.bundle, "{}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.03)
+        wait_until(lambda: os.path.isdir(self.task_dir("default", "orphan")), 10,
+                   "the shim to be started")
         caller.kill()
         caller.wait()
         path = MANAGER_PATH + "/shims/default/orphan"
