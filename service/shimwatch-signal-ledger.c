@@ -99,10 +99,10 @@ outgoing_filter (GDBusConnection *connection,
   entry = g_hash_table_lookup (ledger->entries, key);
   if (entry != NULL && !entry->sent)
     {
+      /* nothing else here: every instruction between the rename and GDBus's sendmsg() is
+       * a moment in which a SIGKILL would lose the signal (no logging: settle() logs) */
       entry->sent = TRUE;
-      if (shimwatch_records_commit (entry->commit, &entry->error))
-        g_debug ("%s of %s: record in place, sending", g_dbus_message_get_member (message),
-                 subject);
+      shimwatch_records_commit (entry->commit, &entry->error);
     }
   g_mutex_unlock (&ledger->mutex);
   return message;
@@ -155,6 +155,8 @@ shimwatch_signal_ledger_settle (ShimwatchSignalLedger  *ledger,
       return FALSE;
     }
   in_place = entry->sent && entry->error == NULL;
+  if (in_place)
+    g_debug ("%s of %s went out with its record change", member, subject);
   if (entry->error != NULL)
     g_propagate_error (error, g_steal_pointer (&entry->error));
   else if (!entry->sent)
