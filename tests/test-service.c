@@ -264,6 +264,9 @@ typedef struct
   guint            n_received;
   gboolean         in_place_on_arrival;
   gboolean         gone_on_arrival;
+  char            *ns_dir;
+  ShimwatchSignalLedger *ledger;
+  guint            filter;
 } LedgerFixture;
 
 #define LEDGER_IFACE   "org.shimwatch.Shimwatch1.Manager"
@@ -384,12 +387,18 @@ ledger_setup (LedgerFixture *f,
     g_main_context_iteration (NULL, TRUE);
   g_dbus_connection_signal_subscribe (f->receiver, NULL, LEDGER_IFACE, NULL, NULL, NULL,
                                       G_DBUS_SIGNAL_FLAGS_NONE, on_ledger_signal, f, NULL);
+  f->ns_dir = g_build_filename (f->records_dir, "ns", NULL);
+  f->ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
+  f->filter = shimwatch_signal_ledger_attach (f->ledger, f->sender);
 }
 
 static void
 ledger_teardown (LedgerFixture *f,
                  gconstpointer  data)
 {
+  g_dbus_connection_remove_filter (f->sender, f->filter);
+  g_clear_pointer (&f->ledger, shimwatch_signal_ledger_unref);
+  g_free (f->ns_dir);
   g_dbus_connection_close_sync (f->sender, NULL, NULL);
   g_clear_object (&f->sender);
   g_clear_object (&f->receiver);
@@ -437,10 +446,9 @@ static void
 test_ledger_commits_as_sent (LedgerFixture *f,
                              gconstpointer  data)
 {
-  g_autoptr(ShimwatchSignalLedger) ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
-  g_autofree char *ns_dir = g_build_filename (f->records_dir, "ns", NULL);
+  ShimwatchSignalLedger *ledger = f->ledger;
+  const char *ns_dir = f->ns_dir;
   g_autoptr(GError) error = NULL;
-  guint filter = shimwatch_signal_ledger_attach (ledger, f->sender);
 
   shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
   /* prepared: the old record still holds, beside its temp file */
@@ -484,17 +492,15 @@ test_ledger_commits_as_sent (LedgerFixture *f,
   while (f->n_received < 3)
     g_main_context_iteration (NULL, TRUE);
   g_assert_true (f->gone_on_arrival);
-  g_dbus_connection_remove_filter (f->sender, filter);
 }
 
 static void
 test_ledger_unsent_changes_nothing (LedgerFixture *f,
                                     gconstpointer  data)
 {
-  g_autoptr(ShimwatchSignalLedger) ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
-  g_autofree char *ns_dir = g_build_filename (f->records_dir, "ns", NULL);
+  ShimwatchSignalLedger *ledger = f->ledger;
+  const char *ns_dir = f->ns_dir;
   g_autoptr(GError) error = NULL;
-  guint filter = shimwatch_signal_ledger_attach (ledger, f->sender);
 
   /* nothing emitted */
   shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
@@ -522,7 +528,6 @@ test_ledger_unsent_changes_nothing (LedgerFixture *f,
     g_assert_cmpuint (count_files (ns_dir), ==, 1);
   }
   g_assert_cmpuint (f->n_received, ==, 0);
-  g_dbus_connection_remove_filter (f->sender, filter);
 }
 
 int
