@@ -180,11 +180,16 @@ class ShimwatchTestCase(unittest.TestCase):
         def owned():
             if self.daemon.poll() is not None:
                 raise AssertionError(f"shimwatchd exited with {self.daemon.returncode}")
-            reply = bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                  "org.freedesktop.DBus", "NameHasOwner",
-                                  GLib.Variant("(s)", (BUS_NAME,)), None,
-                                  Gio.DBusCallFlags.NONE, -1, None)
-            return reply.unpack()[0]
+            # owned by this very process: right after a SIGKILL the bus may not have seen
+            # the previous instance go yet, and a call would go to the dead one
+            try:
+                reply = bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                      "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                                      GLib.Variant("(s)", (BUS_NAME,)), None,
+                                      Gio.DBusCallFlags.NONE, -1, None)
+            except GLib.Error:
+                return False      # no owner yet
+            return reply.unpack()[0] == self.daemon.pid
         wait_until(owned, 10, "shimwatchd to own its name")
 
     def kill_daemon(self):
