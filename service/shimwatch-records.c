@@ -45,6 +45,7 @@ struct _ShimwatchRecordCommit
 {
   char     *temp_path;      /* NULL: a removal */
   char     *path;
+  char     *dir;            /* a removal's namespace directory */
   gboolean  committed;
 };
 
@@ -162,10 +163,12 @@ shimwatch_records_prepare_removal (const char *records_dir,
   ShimwatchRecordCommit *commit = g_new0 (ShimwatchRecordCommit, 1);
 
   commit->path = shimwatch_records_path (records_dir, namespace_, id);
+  commit->dir = g_path_get_dirname (commit->path);
   return commit;
 }
 
-/* syscalls on the commit's own paths only: safe in GDBus's worker thread */
+/* syscalls on the commit's own paths only, nothing to allocate: safe and short in
+ * GDBus's worker thread, right before it writes the signal */
 gboolean
 shimwatch_records_commit (ShimwatchRecordCommit  *commit,
                           GError                **error)
@@ -176,8 +179,6 @@ shimwatch_records_commit (ShimwatchRecordCommit  *commit,
     return TRUE;
   if (commit->temp_path == NULL)
     {
-      g_autofree char *dir = NULL;
-
       if (unlink (commit->path) != 0 && errno != ENOENT)
         {
           saved_errno = errno;
@@ -185,8 +186,7 @@ shimwatch_records_commit (ShimwatchRecordCommit  *commit,
                        "cannot remove %s: %s", commit->path, g_strerror (saved_errno));
           return FALSE;
         }
-      dir = g_path_get_dirname (commit->path);
-      rmdir (dir);      /* the namespace goes with its last record */
+      rmdir (commit->dir);      /* the namespace goes with its last record */
     }
   else if (rename (commit->temp_path, commit->path) != 0)
     {
@@ -209,6 +209,7 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
     g_unlink (commit->temp_path);
   g_free (commit->temp_path);
   g_free (commit->path);
+  g_free (commit->dir);
   g_free (commit);
 }
 
