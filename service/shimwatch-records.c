@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-records.h"
@@ -41,14 +43,6 @@ fsync_dir (const char  *dir,
   return TRUE;
 }
 
-struct _ShimwatchRecordCommit
-{
-  char     *temp_path;      /* NULL: a removal */
-  char     *path;
-  char     *dir;            /* a removal's namespace directory */
-  gboolean  committed;
-};
-
 static gboolean
 ensure_dir (const char  *dir,
             GError     **error)
@@ -64,14 +58,12 @@ ensure_dir (const char  *dir,
   return TRUE;
 }
 
-gboolean
-shimwatch_records_write (const char             *records_dir,
-                         const ShimwatchRecord  *record,
-                         GError                **error)
+static gboolean
+write_atomically (const char  *path,
+                  GBytes      *bytes,
+                  GError     **error)
 {
-  g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
   g_autofree char *dir = g_path_get_dirname (path);
-  g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
 
   /* CONSISTENT|DURABLE: temp file, fsync, rename over the old one; then the directory's
    * fsync, so that the rename itself survives a crash of the machine */
@@ -82,34 +74,42 @@ shimwatch_records_write (const char             *records_dir,
          fsync_dir (dir, error);
 }
 
-void
-shimwatch_records_sync (const char *records_dir,
-                        const char *namespace_)
+gboolean
+shimwatch_records_write (const char             *records_dir,
+                         const ShimwatchRecord  *record,
+                         GError                **error)
 {
-  g_autofree char *dir = g_build_filename (records_dir, namespace_, NULL);
-  g_autoptr(GError) error = NULL;
+  g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
+  g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
 
-  if (!fsync_dir (g_file_test (dir, G_FILE_TEST_IS_DIR) ? dir : records_dir, &error))
-    g_warning ("%s", error->message);
+  return write_atomically (path, bytes, error);
 }
 
-static gboolean
-write_all (int           fd,
-           const guint8 *data,
-           gsize         size)
+struct _ShimwatchRecordCommit
 {
-  while (size > 0)
-    {
-      gssize n = write (fd, data, size);
+  char          *path;
+  guint8        *map;         /* the whole record file, MAP_SHARED */
+  gsize          size;
+  volatile char *mark;        /* in map: the digit of "pending_sent" */
+};
 
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return FALSE;
-      data += n;
-      size -= (gsize) n;
-    }
-  return TRUE;
+/* the offset of the digit of the record's last member, "pending_sent", or -1 */
+static gssize
+find_mark (const char *text,
+           gsize       size)
+{
+  const char *key = g_strrstr_len (text, (gssize) size, "\"pending_sent\"");
+  const char *end = text + size;
+  const char *p;
+
+  if (key == NULL)
+    return -1;
+  p = key + strlen ("\"pending_sent\"");
+  while (p < end && (*p == ' ' || *p == ':'))
+    p++;
+  if (p >= end || *p != '0' || (p + 1 < end && g_ascii_isdigit (p[1])))
+    return -1;
+  return p - text;
 }
 
 ShimwatchRecordCommit *
@@ -118,85 +118,84 @@ shimwatch_records_prepare (const char             *records_dir,
                            GError                **error)
 {
   g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
-  g_autofree char *dir = g_path_get_dirname (path);
-  /* the name pattern shimwatch_records_load() recognizes as an interrupted write */
-  g_autofree char *temp_path = g_strconcat (path, ".XXXXXX", NULL);
-  g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (record);
-  ShimwatchRecordCommit *commit;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(ShimwatchRecordCommit) commit = NULL;
+  struct stat st;
   gsize size;
-  const guint8 *data = g_bytes_get_data (bytes, &size);
+  const char *text;
+  gssize offset;
+  int saved_errno;
   int fd;
 
-  if (!ensure_dir (dir, error))
-    return NULL;
-  fd = g_mkstemp_full (temp_path, O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0)
-    {
-      int saved_errno = errno;
+  g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, NULL);
 
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
-                   "cannot create a temp file beside %s: %s", path, g_strerror (saved_errno));
+  bytes = shimwatch_wire_encode_record (record);
+  text = g_bytes_get_data (bytes, &size);
+  offset = find_mark (text, size);
+  if (offset < 0)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                   "the encoded record of %s/%s has no \"pending_sent\" digit",
+                   record->namespace_, record->id);
       return NULL;
     }
-  if (!write_all (fd, data, size) || fsync (fd) != 0)
-    {
-      int saved_errno = errno;
+  if (!write_atomically (path, bytes, error))
+    return NULL;
 
-      close (fd);
-      g_unlink (temp_path);
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot write %s: %s",
-                   temp_path, g_strerror (saved_errno));
-      return NULL;
+  /* the main thread is the only writer of records, so this is the file just written */
+  fd = open (path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 || fstat (fd, &st) != 0)
+    goto fail;
+  if ((gsize) st.st_size != size)
+    {
+      errno = ESTALE;
+      goto fail;
+    }
+  commit = g_new0 (ShimwatchRecordCommit, 1);
+  commit->map = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (commit->map == MAP_FAILED)
+    {
+      commit->map = NULL;
+      goto fail;
     }
   close (fd);
-  commit = g_new0 (ShimwatchRecordCommit, 1);
-  commit->temp_path = g_steal_pointer (&temp_path);
+  commit->size = size;
   commit->path = g_steal_pointer (&path);
-  return commit;
+  commit->mark = (volatile char *) commit->map + offset;
+  /* write the page now, so that the commit's store takes no page fault (and, on a disk
+   * file system, starts no journal handle) between the mark and the signal */
+  *commit->mark = '0';
+  return g_steal_pointer (&commit);
+
+fail:
+  saved_errno = errno;
+  if (fd >= 0)
+    close (fd);
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot map %s: %s",
+               path, g_strerror (saved_errno));
+  return NULL;
 }
 
-ShimwatchRecordCommit *
-shimwatch_records_prepare_removal (const char *records_dir,
-                                   const char *namespace_,
-                                   const char *id)
+/* one store to memory: no syscall, no lock, nothing to fail. A SIGKILL right after it
+ * still leaves the page, with the mark, in the page cache for the next start to read */
+void
+shimwatch_records_commit (ShimwatchRecordCommit *commit)
 {
-  ShimwatchRecordCommit *commit = g_new0 (ShimwatchRecordCommit, 1);
-
-  commit->path = shimwatch_records_path (records_dir, namespace_, id);
-  commit->dir = g_path_get_dirname (commit->path);
-  return commit;
+  *commit->mark = '1';
 }
 
-/* syscalls on the commit's own paths only, nothing to allocate: safe and short in
- * GDBus's worker thread, right before it writes the signal */
 gboolean
-shimwatch_records_commit (ShimwatchRecordCommit  *commit,
-                          GError                **error)
+shimwatch_records_commit_sync (ShimwatchRecordCommit  *commit,
+                               GError                **error)
 {
-  int saved_errno;
+  if (msync (commit->map, commit->size, MS_SYNC) != 0)
+    {
+      int saved_errno = errno;
 
-  if (commit->committed)
-    return TRUE;
-  if (commit->temp_path == NULL)
-    {
-      if (unlink (commit->path) != 0 && errno != ENOENT)
-        {
-          saved_errno = errno;
-          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
-                       "cannot remove %s: %s", commit->path, g_strerror (saved_errno));
-          return FALSE;
-        }
-      rmdir (commit->dir);      /* the namespace goes with its last record */
-    }
-  else if (rename (commit->temp_path, commit->path) != 0)
-    {
-      saved_errno = errno;
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
-                   "cannot rename %s to %s: %s", commit->temp_path, commit->path,
-                   g_strerror (saved_errno));
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "msync %s: %s",
+                   commit->path, g_strerror (saved_errno));
       return FALSE;
     }
-  commit->committed = TRUE;
   return TRUE;
 }
 
@@ -205,11 +204,9 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
 {
   if (commit == NULL)
     return;
-  if (!commit->committed && commit->temp_path != NULL)
-    g_unlink (commit->temp_path);
-  g_free (commit->temp_path);
+  if (commit->map != NULL)
+    munmap (commit->map, commit->size);
   g_free (commit->path);
-  g_free (commit->dir);
   g_free (commit);
 }
 
@@ -305,6 +302,16 @@ shimwatch_records_load (const char *records_dir,
                   shimwatch_identifier_validate ("id", id, NULL))
                 g_ptr_array_add (broken_keys, g_strconcat (ns, "/", id, NULL));
               continue;
+            }
+          /* its signal never went out: the flag it set ahead of time does not hold */
+          if (record->pending_signal != NULL && !record->pending_sent)
+            {
+              if (g_str_equal (record->pending_signal, "ShimDisconnected"))
+                record->disconnected = FALSE;
+              else if (g_str_equal (record->pending_signal, "TaskExit"))
+                record->exit_emitted = FALSE;
+              else
+                record->delete_emitted = FALSE;
             }
           g_ptr_array_add (records, record);
         }

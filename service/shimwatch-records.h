@@ -20,33 +20,29 @@ gboolean   shimwatch_records_write  (const char            *records_dir,
                                      const ShimwatchRecord *record,
                                      GError               **error);
 
-/* A change in two steps, for a record that must change at the very moment something
- * else happens (a signal goes out). prepare() writes and fsyncs a temp file beside the
- * record, and commit() renames it into place; prepare_removal() prepares nothing, and
- * commit() removes the record (and its namespace directory once empty). commit() may be
- * called from any thread; free() removes the temp file of a change never committed.
- * shimwatch_records_sync() then makes the change survive a crash of the machine. */
+/* A record that must change at the very moment something else happens (a signal goes
+ * out). @record names the signal in pending_signal and sets its flag ahead of time.
+ * prepare() writes it like shimwatch_records_write(), with "pending_sent": 0, and maps
+ * it; commit() turns that digit into 1 with a single store to the mapped page: no
+ * syscall, nothing to fail, callable from any thread. shimwatch_records_load() takes
+ * the flag of a pending signal not sent for unset. commit_sync() makes the mark survive
+ * a crash of the machine (the service's own death never loses it); free() unmaps. */
 typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
 
 ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,
                                                       const ShimwatchRecord *record,
                                                       GError               **error);
-ShimwatchRecordCommit *shimwatch_records_prepare_removal (const char        *records_dir,
-                                                          const char        *namespace_,
-                                                          const char        *id);
-gboolean               shimwatch_records_commit      (ShimwatchRecordCommit *commit,
+void                   shimwatch_records_commit      (ShimwatchRecordCommit *commit);
+gboolean               shimwatch_records_commit_sync (ShimwatchRecordCommit *commit,
                                                       GError               **error);
 void                   shimwatch_record_commit_free  (ShimwatchRecordCommit *commit);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecordCommit, shimwatch_record_commit_free)
 
-/* fsync of the namespace directory (of the records directory if it is gone) */
-void       shimwatch_records_sync   (const char            *records_dir,
-                                     const char            *namespace_);
 gboolean   shimwatch_records_remove (const char            *records_dir,
                                      const char            *namespace_,
                                      const char            *id,
                                      GError               **error);
-/* every readable record; broken ones are moved aside and their "ns/id" (when the file
+/* every readable record, flags of pending signals not sent unset; broken ones are moved aside and their "ns/id" (when the file
  * name tells it) added to broken_keys */
 GPtrArray *shimwatch_records_load   (const char            *records_dir,
                                      GPtrArray             *broken_keys);

@@ -183,69 +183,62 @@ save (ShimwatchShim *self)
                error->message);
 }
 
-/* Exactly once across restarts, even a SIGKILL of the service: the record that says a
- * signal was sent is put in place by the signal ledger in the very thread that writes
- * the signal to the bus, right before it does (see shimwatch-signal-ledger.h). For
- * ShimDisconnected and TaskExit that is the record with the new flag; for TaskDelete, the
- * last signal, it is the record's removal, so no record outlives a TaskDelete a client
- * could have seen. before_signal() prepares the change; after_signal() waits until the
- * signal is written, checks the change was made, and makes it durable (the directory's
- * fsync only matters if the machine dies). A signal that never reached the bus leaves
- * the record as it was, so the next start sends it. */
-static void
+/* Exactly once across restarts, even a SIGKILL of the service: the record says a signal
+ * was sent if and only if it reached the bus. before_signal() writes the record with the
+ * signal's flag already set but marked "not sent"; the signal ledger marks it sent in
+ * the very thread that writes the signal to the bus, right before it does (see
+ * shimwatch-signal-ledger.h); a restarted service takes a flag whose signal is not
+ * marked sent for unset. after_signal() waits until the signal is written and tells
+ * whether it went out. A record that cannot be written leaves the old one, logged. */
+static gboolean
 before_signal (ShimwatchShim *self,
                const char    *member,
-               gboolean       removes_record)
+               const char    *crash_point)
 {
-  const char *records_dir = shimwatch_manager_get_records_dir (self->manager);
   g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
   ShimwatchRecordCommit *commit;
 
   if (!self->persistent)
-    return;
-  if (removes_record)
-    commit = shimwatch_records_prepare_removal (records_dir, self->namespace_, self->id);
-  else
-    {
-      ShimwatchRecord record = { 0 };
-
-      fill_record (self, &record);
-      commit = shimwatch_records_prepare (records_dir, &record, &error);
-    }
+    return FALSE;
+  fill_record (self, &record);
+  record.pending_signal = (char *) member;
+  commit = shimwatch_records_prepare (shimwatch_manager_get_records_dir (self->manager),
+                                      &record, &error);
   if (commit == NULL)
     {
       log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                  error->message);
-      return;
+      return FALSE;
     }
   shimwatch_signal_ledger_expect (shimwatch_manager_get_signal_ledger (self->manager),
                                   member, self->path, commit);
+  shimwatch_crash_point (crash_point);
+  return TRUE;
 }
 
-static void
+/* FALSE only if a signal whose record the ledger was to mark never went out */
+static gboolean
 after_signal (ShimwatchShim *self,
               const char    *member,
+              gboolean       marked,
               const char    *crash_point)
 {
   GDBusConnection *connection =
     g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->manager));
   g_autoptr(GError) error = NULL;
+  gboolean sent = TRUE;
 
   if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
     {
       g_debug ("flushing the bus connection: %s", error->message);
       g_clear_error (&error);
     }
-  if (self->persistent)
-    {
-      if (!shimwatch_signal_ledger_settle (shimwatch_manager_get_signal_ledger (self->manager),
-                                           member, self->path, &error))
-        log_event (self, G_LOG_LEVEL_WARNING, "record", "task record not updated for %s: %s",
-                   member, error->message);
-      shimwatch_records_sync (shimwatch_manager_get_records_dir (self->manager),
-                              self->namespace_);
-    }
+  if (marked)
+    sent = shimwatch_signal_ledger_settle (shimwatch_manager_get_signal_ledger (self->manager),
+                                           member, self->path);
   shimwatch_crash_point (crash_point);
+  return sent;
 }
 
 /* TaskExit exactly once per task */
@@ -256,6 +249,7 @@ emit_task_exit (ShimwatchShim *self,
                 gint64         exited_at)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean marked;
 
   if (self->exit_emitted)
     return;
@@ -267,11 +261,11 @@ emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
   log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
              exit_status);
-  before_signal (self, "TaskExit", FALSE);
+  marked = before_signal (self, "TaskExit", "exit-prepared");
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
-  after_signal (self, "TaskExit", "exit-emitted");
+  after_signal (self, "TaskExit", marked, "exit-emitted");
 }
 
 /* TaskDelete exactly once per task, then the manager drops the object */
@@ -282,20 +276,22 @@ emit_task_delete_and_finish (ShimwatchShim *self,
 {
   if (!self->delete_emitted)
     {
+      gboolean marked;
+
       self->delete_emitted = TRUE;
       log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                  self->exit.pid, self->exit.exit_status);
-      before_signal (self, "TaskDelete", TRUE);
+      marked = before_signal (self, "TaskDelete", "delete-prepared");
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
-      after_signal (self, "TaskDelete", "delete-emitted");
-      /* the record went with the signal, or stays for the next start to send it */
-      self->persistent = FALSE;
+      /* a TaskDelete that never went out stays in the record for the next start to send */
+      if (!after_signal (self, "TaskDelete", marked, "delete-emitted"))
+        self->persistent = FALSE;
     }
-  /* a record whose TaskDelete went out before the service died (an older version removed
-   * it only afterwards): nothing is left to do for this task */
+  /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
+   * out before the service died) */
   if (self->persistent)
     {
       g_autoptr(GError) error = NULL;
@@ -431,12 +427,14 @@ on_disconnected (ShimwatchShim *self,
   set_status (self, "disconnected");
   if (!self->disconnected)
     {
+      gboolean marked;
+
       self->disconnected = TRUE;
-      before_signal (self, "ShimDisconnected", FALSE);
+      marked = before_signal (self, "ShimDisconnected", "disconnected-prepared");
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-      after_signal (self, "ShimDisconnected", "disconnected");
+      after_signal (self, "ShimDisconnected", marked, "disconnected");
     }
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
@@ -1045,6 +1043,10 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   self->disconnected = record->disconnected;
   self->deleted = record->deleted;
   self->delete_emitted = record->delete_emitted;
+  if (record->pending_signal != NULL && !record->pending_sent)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "record",
+               "%s was about to go out when the service stopped, but did not: it is sent now",
+               record->pending_signal);
   shimwatch_dbus_shim_set_address (iface, record->address);
   shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
   shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);

@@ -8,7 +8,6 @@
 typedef struct
 {
   ShimwatchRecordCommit *commit;
-  GError                *error;      /* of a commit that failed in the worker thread */
   gboolean               sent;
 } Entry;
 
@@ -24,7 +23,6 @@ static void
 entry_free (Entry *entry)
 {
   shimwatch_record_commit_free (entry->commit);
-  g_clear_error (&entry->error);
   g_free (entry);
 }
 
@@ -67,7 +65,7 @@ shimwatch_signal_ledger_unref (ShimwatchSignalLedger *ledger)
 }
 
 /* GDBus's worker thread, right before @message is written: only the ledger's own state,
- * under its mutex, and a rename */
+ * under its mutex, and a store to the record's mapped page */
 static GDBusMessage *
 outgoing_filter (GDBusConnection *connection,
                  GDBusMessage    *message,
@@ -99,10 +97,10 @@ outgoing_filter (GDBusConnection *connection,
   entry = g_hash_table_lookup (ledger->entries, key);
   if (entry != NULL && !entry->sent)
     {
-      /* nothing else here: every instruction between the rename and GDBus's sendmsg() is
+      /* nothing else here: every instruction between the mark and GDBus's sendmsg() is
        * a moment in which a SIGKILL would lose the signal (no logging: settle() logs) */
       entry->sent = TRUE;
-      shimwatch_records_commit (entry->commit, &entry->error);
+      shimwatch_records_commit (entry->commit);
     }
   g_mutex_unlock (&ledger->mutex);
   return message;
@@ -134,34 +132,31 @@ shimwatch_signal_ledger_expect (ShimwatchSignalLedger *ledger,
 }
 
 gboolean
-shimwatch_signal_ledger_settle (ShimwatchSignalLedger  *ledger,
-                                const char             *member,
-                                const char             *subject,
-                                GError                **error)
+shimwatch_signal_ledger_settle (ShimwatchSignalLedger *ledger,
+                                const char            *member,
+                                const char            *subject)
 {
   g_autofree char *key = make_key (member, subject);
   g_autofree char *stolen_key = NULL;
+  g_autoptr(GError) error = NULL;
   Entry *entry = NULL;
-  gboolean in_place;
+  gboolean sent;
 
   g_mutex_lock (&ledger->mutex);
   g_hash_table_steal_extended (ledger->entries, key, (gpointer *) &stolen_key,
                                (gpointer *) &entry);
   g_mutex_unlock (&ledger->mutex);
-  if (entry == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no %s expected for %s", member,
-                   subject);
-      return FALSE;
-    }
-  in_place = entry->sent && entry->error == NULL;
-  if (in_place)
-    g_debug ("%s of %s went out with its record change", member, subject);
-  if (entry->error != NULL)
-    g_propagate_error (error, g_steal_pointer (&entry->error));
-  else if (!entry->sent)
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED, "%s for %s was not sent",
-                 member, subject);
+  g_return_val_if_fail (entry != NULL, FALSE);
+
+  sent = entry->sent;
+  if (!sent)
+    g_warning ("%s of %s was not written to the bus; its record says so, and the next "
+               "start of the service sends it", member, subject);
+  else if (!shimwatch_records_commit_sync (entry->commit, &error))
+    g_warning ("%s of %s went out, but its record may not survive a crash of the "
+               "machine: %s", member, subject, error->message);
+  else
+    g_debug ("%s of %s went out with its record marked", member, subject);
   entry_free (entry);
-  return in_place;
+  return sent;
 }

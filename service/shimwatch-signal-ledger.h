@@ -6,11 +6,14 @@
  * thread switch between the two facts, and a SIGKILL under load lands in it: a signal
  * lost (or sent twice) after a restart.
  *
- * The ledger closes that gap. The caller prepares the new record (a fsync'd temp file),
- * hands it to the ledger with the signal it belongs to, and emits the signal. An outgoing
- * message filter, which GDBus runs in its worker thread right before it writes the
- * message to the socket, renames the record into place. What remains between the two
- * facts is a rename(2) and a sendmsg(2) in the same thread.
+ * The ledger closes that gap. The caller writes the new record ahead of time, its
+ * signal marked "not sent" (shimwatch_records_prepare()), hands it to the ledger with
+ * the signal it belongs to, and emits the signal. An outgoing message filter, which
+ * GDBus runs in its worker thread right before it writes the message to the socket,
+ * marks it "sent" with one store to the record's mapped page. What remains between the
+ * two facts is a few instructions before the sendmsg(2) in the same thread: no syscall
+ * in which a SIGKILL could wait (an earlier version renamed the record there, and a
+ * rename can wait for the file system's journal for milliseconds under load).
  */
 #pragma once
 
@@ -38,13 +41,12 @@ void     shimwatch_signal_ledger_expect  (ShimwatchSignalLedger *ledger,
                                           const char            *subject,
                                           ShimwatchRecordCommit *commit);
 
-/* after the connection was flushed: TRUE if the signal went out and its record is in
- * place. FALSE if it never went out (no connection, connection closed): the prepared
- * record is dropped, so a restarted service sends the signal again. FALSE too if it went
- * out but the rename failed (the error says which). */
+/* after the connection was flushed: whether the signal went out, and so its record is
+ * marked (then made durable). A signal that never went out (no connection, connection
+ * closed) leaves its record marked "not sent", so a restarted service sends it. Logs
+ * either way. */
 gboolean shimwatch_signal_ledger_settle  (ShimwatchSignalLedger *ledger,
                                           const char            *member,
-                                          const char            *subject,
-                                          GError               **error);
+                                          const char            *subject);
 
 G_END_DECLS

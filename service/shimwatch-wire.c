@@ -1095,6 +1095,7 @@ shimwatch_record_free (ShimwatchRecord *record)
   g_free (record->task_dir);
   g_free (record->address);
   g_free (record->status);
+  g_free (record->pending_signal);
   g_free (record);
 }
 
@@ -1135,6 +1136,9 @@ shimwatch_wire_encode_record (const ShimwatchRecord *record)
   BOOL ("disconnected", record->disconnected);
   BOOL ("deleted", record->deleted);
   BOOL ("delete_emitted", record->delete_emitted);
+  STRING ("pending_signal", record->pending_signal);
+  /* last, and a number: the ledger flips this one digit in place */
+  INT ("pending_sent", record->pending_sent ? 1 : 0);
   json_builder_end_object (builder);
 #undef STRING
 #undef INT
@@ -1250,6 +1254,29 @@ shimwatch_wire_decode_record (const char  *data,
   record->created_at = numbers[4];
   record->exit.pid = (guint32) numbers[5];
   record->exit.exit_status = (guint32) numbers[6];
+
+  /* optional: records of 0.1.0 before the ledger flipped marks have neither */
+  node = json_object_get_member (object, "pending_signal");
+  if (node != NULL)
+    {
+      static const char *signals[] = { "", "ShimDisconnected", "TaskExit", "TaskDelete", NULL };
+      JsonNode *sent;
+
+      if (!record_member (object, "pending_signal", G_TYPE_STRING, &node, error) ||
+          !record_member (object, "pending_sent", G_TYPE_INT64, &sent, error))
+        return NULL;
+      if (!g_strv_contains (signals, json_node_get_string (node)) ||
+          (json_node_get_int (sent) != 0 && json_node_get_int (sent) != 1))
+        {
+          g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                               "record fields \"pending_signal\" and \"pending_sent\" must "
+                               "name a signal and be 0 or 1");
+          return NULL;
+        }
+      if (json_node_get_string (node)[0] != '\0')
+        record->pending_signal = g_strdup (json_node_get_string (node));
+      record->pending_sent = json_node_get_int (sent) == 1;
+    }
 
   /* what names files and processes must be as safe as what a D-Bus caller may send */
   if (!shimwatch_identifier_validate ("namespace", record->namespace_, error) ||

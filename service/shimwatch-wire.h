@@ -263,10 +263,17 @@ typedef struct {
   gboolean      disconnected;      /* ShimDisconnected went out: cleanup is under way */
   gboolean      deleted;           /* a normal Delete completed */
   gboolean      delete_emitted;    /* TaskDelete went out: only files are left to remove */
+  /* the signal (ShimDisconnected, TaskExit, TaskDelete) whose flag above this record sets
+   * ahead of time, or NULL; pending_sent says whether it went out. The flag holds only if
+   * it did: the signal ledger turns the single digit of "pending_sent" from 0 to 1 in
+   * place, right before the signal is written to the bus (shimwatch-records.h). */
+  char         *pending_signal;
+  gboolean      pending_sent;
 } ShimwatchRecord;
 
 void             shimwatch_record_free          (ShimwatchRecord  *record);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecord, shimwatch_record_free)
+/* "pending_sent" is the record's last member, a single digit */
 GBytes          *shimwatch_wire_encode_record   (const ShimwatchRecord *record);
 ShimwatchRecord *shimwatch_wire_decode_record   (const char       *data,
                                                  gsize             length,

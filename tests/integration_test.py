@@ -815,8 +815,9 @@ class RestartTests(ShimwatchTestCase):
         self.assert_nothing_left("default", "three", sock, task_pid)
 
     def test_crash_points(self):
-        steps = ["disconnected", "exit-emitted", "shim-deleted", "state-removed", "cleaned",
-                 "delete-emitted"]
+        # "-prepared": the record already says the signal was sent, marked "not sent"
+        steps = ["disconnected-prepared", "disconnected", "exit-prepared", "exit-emitted",
+                 "shim-deleted", "state-removed", "cleaned", "delete-prepared", "delete-emitted"]
         for n, step in enumerate(steps):
             self.stop_daemon()
             self.start_daemon(SHIMWATCH_TEST_CRASH_AT=step)
@@ -836,6 +837,8 @@ class RestartTests(ShimwatchTestCase):
             counts = self.counts("default", task_id)
             self.assertEqual((counts["TaskExit"], counts["TaskDelete"]), (1, 1), (step, counts))
             self.assertGreaterEqual(counts["ShimDisconnected"], 1, step)
+            if step == "disconnected-prepared":   # not sent before the crash: sent once after
+                self.assertEqual(counts["ShimDisconnected"], 1, step)
             exit_args = self.signals.named("TaskExit", container_id=task_id)[0][2]
             self.assertEqual(exit_args[4:6], (task_pid, 137), step)
             self.assert_nothing_left("default", task_id, sock, task_pid)
@@ -1011,11 +1014,17 @@ class ChaosTests(ShimwatchTestCase):
             self.assertTrue(process_dead(task_pid), f"{task_id} runs, seed {seed}")
             self.assertFalse(os.path.exists(sock), f"{sock}, seed {seed}")
             self.assertFalse(os.path.exists(self.runc_state("chaos", task_id)), f"seed {seed}")
-        # runc keeps its (empty) per-namespace directory, as containerd's does: not task state
+        # runc keeps its (empty) per-namespace directory, as containerd's does: not task state.
+        # A record goes right after its TaskDelete is written, so give it a moment.
+        def leftovers(sub):
+            return [os.path.join(dp, n) for dp, dns, fns in
+                    os.walk(os.path.join(self.runtime_dir, sub)) for n in dns + fns]
+        self.log_focus = None
         for sub in ("tasks", "records"):
-            leftovers = [os.path.join(dp, n) for dp, dns, fns in
-                         os.walk(os.path.join(self.runtime_dir, sub)) for n in dns + fns]
-            self.assertEqual(leftovers, [], f"{sub}, seed {seed}")
+            try:
+                wait_until(lambda: not leftovers(sub), 10, f"{sub} to be empty (seed {seed})")
+            except AssertionError:
+                self.assertEqual(leftovers(sub), [], f"{sub}, seed {seed}")
         print(f"# {len(tasks)} tasks over {rounds} rounds: each ended exactly once", flush=True)
 
 

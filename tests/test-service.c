@@ -255,15 +255,15 @@ test_authority_results (void)
 }
 
 /* the ledger, over a peer-to-peer connection pair: a sender whose outgoing signals it
- * watches and a receiver that checks the record on disk when a signal arrives */
+ * watches and a receiver that reads the records, as a restarted service would, when a
+ * signal arrives */
 typedef struct
 {
   char            *records_dir;
   GDBusConnection *sender;
   GDBusConnection *receiver;
-  guint            n_received;
-  gboolean         in_place_on_arrival;
-  gboolean         gone_on_arrival;
+  int              n_received;          /* atomic: set in the receiver's worker */
+  int              marked_on_arrival;   /* atomic */
   char            *ns_dir;
   ShimwatchSignalLedger *ledger;
   guint            filter;
@@ -284,20 +284,29 @@ base_record (ShimwatchRecord *record)
   record->status = (char *) "running";
 }
 
-/* what the record file says now (not shimwatch_records_load(), which would tidy up) */
+/* what a restarted service reads: the one record of ns/t1 */
 static ShimwatchRecord *
-read_record (const char *records_dir)
+load_record (const char *records_dir)
 {
-  g_autofree char *path = shimwatch_records_path (records_dir, "ns", "t1");
-  g_autofree char *contents = NULL;
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord *record;
-  gsize length;
+  g_autoptr(GPtrArray) broken = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) records = shimwatch_records_load (records_dir, broken);
 
-  g_assert_true (g_file_get_contents (path, &contents, &length, &error));
-  record = shimwatch_wire_decode_record (contents, length, &error);
-  g_assert_no_error (error);
-  return record;
+  g_assert_cmpuint (broken->len, ==, 0);
+  g_assert_cmpuint (records->len, ==, 1);
+  return g_ptr_array_steal_index (records, 0);
+}
+
+/* the flag a signal sets in the record */
+static gboolean
+signal_flag (const ShimwatchRecord *record,
+             const char            *member)
+{
+  if (g_str_equal (member, "TaskExit"))
+    return record->exit_emitted;
+  if (g_str_equal (member, "TaskDelete"))
+    return record->delete_emitted;
+  g_assert_cmpstr (member, ==, "ShimDisconnected");
+  return record->disconnected;
 }
 
 static guint
@@ -311,31 +320,30 @@ count_files (const char *dir)
   return n;
 }
 
-static void
-on_ledger_signal (GDBusConnection *connection,
-                  const char      *sender,
-                  const char      *path,
-                  const char      *interface,
-                  const char      *member,
-                  GVariant        *parameters,
-                  gpointer         user_data)
+/* the receiver's worker thread, as soon as a message is read off the socket */
+static GDBusMessage *
+on_ledger_message (GDBusConnection *connection,
+                   GDBusMessage    *message,
+                   gboolean         incoming,
+                   gpointer         user_data)
 {
   LedgerFixture *f = user_data;
-  g_autofree char *record_path = shimwatch_records_path (f->records_dir, "ns", "t1");
+  const char *member = g_dbus_message_get_member (message);
+  GVariant *body = g_dbus_message_get_body (message);
   const char *subject;
 
-  f->n_received++;
-  g_variant_get_child (parameters, 0, "&o", &subject);
-  if (!g_str_equal (subject, LEDGER_SUBJECT))
-    return;
-  if (g_str_equal (member, "TaskDelete"))
-    f->gone_on_arrival = !g_file_test (record_path, G_FILE_TEST_EXISTS);
-  else
+  if (!incoming || g_dbus_message_get_message_type (message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
+      g_strcmp0 (g_dbus_message_get_interface (message), LEDGER_IFACE) != 0)
+    return message;
+  g_variant_get_child (body, 0, "&o", &subject);
+  if (g_str_equal (subject, LEDGER_SUBJECT) && !g_str_equal (member, "TaskStart"))
     {
-      g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+      g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
-      f->in_place_on_arrival = record->exit_emitted;
+      g_atomic_int_set (&f->marked_on_arrival, signal_flag (record, member));
     }
+  g_atomic_int_inc (&f->n_received);
+  return message;
 }
 
 static void
@@ -385,8 +393,7 @@ ledger_setup (LedgerFixture *f,
   g_assert_no_error (error);
   while (f->receiver == NULL)
     g_main_context_iteration (NULL, TRUE);
-  g_dbus_connection_signal_subscribe (f->receiver, NULL, LEDGER_IFACE, NULL, NULL, NULL,
-                                      G_DBUS_SIGNAL_FLAGS_NONE, on_ledger_signal, f, NULL);
+  g_dbus_connection_add_filter (f->receiver, on_ledger_message, f, NULL);
   f->ns_dir = g_build_filename (f->records_dir, "ns", NULL);
   f->ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
   f->filter = shimwatch_signal_ledger_attach (f->ledger, f->sender);
@@ -407,8 +414,10 @@ ledger_teardown (LedgerFixture *f,
   g_free (f->records_dir);
 }
 
+/* the record as it is to be once @member went out: exit known, the flags set */
 static ShimwatchRecordCommit *
-prepare_exit_record (LedgerFixture *f)
+prepare_record (LedgerFixture *f,
+                const char    *member)
 {
   g_autoptr(GError) error = NULL;
   ShimwatchRecord record = { 0 };
@@ -416,9 +425,12 @@ prepare_exit_record (LedgerFixture *f)
 
   base_record (&record);
   record.status = (char *) "stopped";
+  record.disconnected = TRUE;
   record.exit_known = record.exit_emitted = TRUE;
   record.exit.pid = 42;
   record.exit.exit_status = 137;
+  record.delete_emitted = g_str_equal (member, "TaskDelete");
+  record.pending_signal = (char *) member;
   commit = shimwatch_records_prepare (f->records_dir, &record, &error);
   g_assert_no_error (error);
   g_assert_nonnull (commit);
@@ -443,91 +455,160 @@ emit_signal (LedgerFixture *f,
 }
 
 static void
-test_ledger_commits_as_sent (LedgerFixture *f,
-                             gconstpointer  data)
+test_ledger_marks_as_sent (LedgerFixture *f,
+                           gconstpointer  data)
 {
-  ShimwatchSignalLedger *ledger = f->ledger;
-  const char *ns_dir = f->ns_dir;
-  g_autoptr(GError) error = NULL;
+  const char *members[] = { "TaskExit", "TaskDelete" };
 
-  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
-  /* prepared: the old record still holds, beside its temp file */
-  {
-    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      int n_received = g_atomic_int_get (&f->n_received);
 
-    g_assert_false (record->exit_emitted);
-    g_assert_cmpuint (count_files (ns_dir), ==, 2);
-  }
-  /* another task's TaskExit does not commit this one */
-  emit_signal (f, "TaskExit", "/org/shimwatch/Shimwatch1/shims/ns/other");
-  {
-    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+      shimwatch_signal_ledger_expect (f->ledger, members[i], LEDGER_SUBJECT,
+                                      prepare_record (f, members[i]));
+      /* prepared: the record is new (the exit is known), its signal not yet sent */
+      {
+        g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
-    g_assert_false (record->exit_emitted);
-  }
-  emit_signal (f, "TaskExit", LEDGER_SUBJECT);
-  g_assert_true (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
-  g_assert_no_error (error);
-  {
-    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+        g_assert_false (signal_flag (record, members[i]));
+        g_assert_true (record->exit_known);
+        g_assert_cmpuint (record->exit.exit_status, ==, 137);
+        g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
+      }
+      /* another task's signal, and another signal of this task, mark nothing */
+      emit_signal (f, members[i], "/org/shimwatch/Shimwatch1/shims/ns/other");
+      emit_signal (f, "TaskStart", LEDGER_SUBJECT);
+      {
+        g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
-    g_assert_true (record->exit_emitted);
-    g_assert_cmpuint (record->exit.exit_status, ==, 137);
-    g_assert_cmpuint (count_files (ns_dir), ==, 1);
-  }
-  /* whoever receives the signal finds the record already saying it was sent */
-  while (f->n_received < 2)
-    g_main_context_iteration (NULL, TRUE);
-  g_assert_true (f->in_place_on_arrival);
+        g_assert_false (signal_flag (record, members[i]));
+      }
+      emit_signal (f, members[i], LEDGER_SUBJECT);
+      g_assert_true (shimwatch_signal_ledger_settle (f->ledger, members[i], LEDGER_SUBJECT));
+      {
+        g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
-  /* TaskDelete's change is the record's removal, namespace directory included: whoever
-   * receives it finds no record left */
-  shimwatch_signal_ledger_expect (ledger, "TaskDelete", LEDGER_SUBJECT,
-                                  shimwatch_records_prepare_removal (f->records_dir, "ns", "t1"));
-  g_assert_cmpuint (count_files (ns_dir), ==, 1);
-  emit_signal (f, "TaskDelete", LEDGER_SUBJECT);
-  g_assert_true (shimwatch_signal_ledger_settle (ledger, "TaskDelete", LEDGER_SUBJECT, &error));
-  g_assert_no_error (error);
-  g_assert_false (g_file_test (ns_dir, G_FILE_TEST_EXISTS));
-  while (f->n_received < 3)
-    g_main_context_iteration (NULL, TRUE);
-  g_assert_true (f->gone_on_arrival);
+        g_assert_true (signal_flag (record, members[i]));
+        g_assert_true (record->pending_sent);
+      }
+      /* whoever receives the signal finds the record already saying it was sent */
+      while (g_atomic_int_get (&f->n_received) < n_received + 3)
+        g_usleep (1000);
+      g_assert_true (g_atomic_int_get (&f->marked_on_arrival));
+    }
 }
 
 static void
-test_ledger_unsent_changes_nothing (LedgerFixture *f,
-                                    gconstpointer  data)
+test_ledger_unsent_reads_unsent (LedgerFixture *f,
+                                 gconstpointer  data)
 {
-  ShimwatchSignalLedger *ledger = f->ledger;
-  const char *ns_dir = f->ns_dir;
-  g_autoptr(GError) error = NULL;
-
   /* nothing emitted */
-  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
-  g_assert_false (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED);
-  g_clear_error (&error);
+  shimwatch_signal_ledger_expect (f->ledger, "TaskExit", LEDGER_SUBJECT,
+                                  prepare_record (f, "TaskExit"));
+  g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING, "TaskExit of * not written*");
+  g_assert_false (shimwatch_signal_ledger_settle (f->ledger, "TaskExit", LEDGER_SUBJECT));
+  g_test_assert_expected_messages ();
 
   /* emitted on a closed connection: never written */
-  shimwatch_signal_ledger_expect (ledger, "TaskExit", LEDGER_SUBJECT, prepare_exit_record (f));
+  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
+                                  prepare_record (f, "ShimDisconnected"));
   g_assert_true (g_dbus_connection_close_sync (f->sender, NULL, NULL));
   g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
-                                 "TaskExit",
-                                 g_variant_new ("(osssuut)", LEDGER_SUBJECT, "ns", "t1", "t1",
-                                                42, 137, (guint64) 1),
+                                 "ShimDisconnected",
+                                 g_variant_new ("(ossu)", LEDGER_SUBJECT, "ns", "t1", 41),
                                  NULL);
   g_dbus_connection_flush_sync (f->sender, NULL, NULL);
-  g_assert_false (shimwatch_signal_ledger_settle (ledger, "TaskExit", LEDGER_SUBJECT, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED);
+  g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING,
+                         "ShimDisconnected of * not written*");
+  g_assert_false (shimwatch_signal_ledger_settle (f->ledger, "ShimDisconnected",
+                                                  LEDGER_SUBJECT));
+  g_test_assert_expected_messages ();
 
-  /* the record still says "not sent", so a restart would send it; no temp file is left */
+  /* the record says "not sent", so a restart sends it; no temp file is left */
   {
-    g_autoptr(ShimwatchRecord) record = read_record (f->records_dir);
+    g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
-    g_assert_false (record->exit_emitted);
-    g_assert_cmpuint (count_files (ns_dir), ==, 1);
+    g_assert_false (record->disconnected);
+    g_assert_cmpstr (record->pending_signal, ==, "ShimDisconnected");
+    g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
   }
-  g_assert_cmpuint (f->n_received, ==, 0);
+  g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
+}
+
+/* the on-disk form of the pending mark: what a restart believes, old records, bad values */
+static void
+test_records_pending_mark (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("swrecords-XXXXXX", NULL);
+  g_autofree char *path = shimwatch_records_path (dir, "ns", "t1");
+  g_autofree char *ns_dir = g_build_filename (dir, "ns", NULL);
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+  static const struct { const char *from; const char *to; gboolean broken; } edits[] = {
+    /* sent: the flag holds */
+    { "\"pending_sent\" : 0", "\"pending_sent\" : 1", FALSE },
+    /* a record written before the mark existed */
+    { ",\n  \"pending_signal\" : \"TaskExit\",\n  \"pending_sent\" : 0", "", FALSE },
+    { "\"pending_sent\" : 0", "\"pending_sent\" : 2", TRUE },
+    { "\"pending_sent\" : 0", "\"pending_sent\" : \"0\"", TRUE },
+    { "\"TaskExit\"", "\"TaskStart\"", TRUE },
+    { ",\n  \"pending_sent\" : 0", "", TRUE },
+  };
+
+  base_record (&record);
+  record.exit_known = record.exit_emitted = TRUE;
+  record.pending_signal = (char *) "TaskExit";
+  for (guint i = 0; i < G_N_ELEMENTS (edits); i++)
+    {
+      g_autoptr(GBytes) bytes = shimwatch_wire_encode_record (&record);
+      g_autofree char *text = g_strndup (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+      g_auto(GStrv) parts = g_strsplit (text, edits[i].from, -1);
+      g_autofree char *edited = g_strjoinv (edits[i].to, parts);
+      g_autoptr(GPtrArray) broken = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr(GPtrArray) records = NULL;
+
+      g_test_message ("edit %u: %s -> %s", i, edits[i].from, edits[i].to);
+      g_assert_cmpuint (g_strv_length (parts), ==, 2);
+      g_assert_true (g_mkdir_with_parents (ns_dir, 0700) == 0);
+      g_assert_true (g_file_set_contents (path, edited, -1, &error));
+      g_assert_no_error (error);
+      if (edits[i].broken)
+        g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING, "*is broken*");
+      records = shimwatch_records_load (dir, broken);
+      g_test_assert_expected_messages ();
+      g_assert_cmpuint (records->len, ==, edits[i].broken ? 0 : 1);
+      g_assert_cmpuint (broken->len, ==, edits[i].broken ? 1 : 0);
+      if (!edits[i].broken)
+        g_assert_true (((ShimwatchRecord *) records->pdata[0])->exit_emitted);
+      /* the record, or the broken one moved aside */
+      {
+        g_autoptr(GDir) d = g_dir_open (ns_dir, 0, NULL);
+        const char *name;
+
+        while ((name = g_dir_read_name (d)) != NULL)
+          {
+            g_autofree char *file = g_build_filename (ns_dir, name, NULL);
+
+            g_assert_cmpint (g_unlink (file), ==, 0);
+          }
+      }
+    }
+  /* as written, not yet sent: the flag does not hold, what else it says does */
+  {
+    g_autoptr(ShimwatchRecordCommit) commit = shimwatch_records_prepare (dir, &record, &error);
+    g_autoptr(GPtrArray) records = NULL;
+    ShimwatchRecord *loaded;
+
+    g_assert_no_error (error);
+    records = shimwatch_records_load (dir, NULL);
+    g_assert_cmpuint (records->len, ==, 1);
+    loaded = records->pdata[0];
+    g_assert_false (loaded->exit_emitted);
+    g_assert_true (loaded->exit_known);
+    g_assert_cmpstr (loaded->pending_signal, ==, "TaskExit");
+  }
+  g_assert_true (shimwatch_records_remove (dir, "ns", "t1", NULL));
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
 int
@@ -542,9 +623,10 @@ main (int    argc,
   g_test_add_func ("/service/authority-results", test_authority_results);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
-  g_test_add ("/service/ledger/commits-as-sent", LedgerFixture, NULL, ledger_setup,
-              test_ledger_commits_as_sent, ledger_teardown);
-  g_test_add ("/service/ledger/unsent-changes-nothing", LedgerFixture, NULL, ledger_setup,
-              test_ledger_unsent_changes_nothing, ledger_teardown);
+  g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
+  g_test_add ("/service/ledger/marks-as-sent", LedgerFixture, NULL, ledger_setup,
+              test_ledger_marks_as_sent, ledger_teardown);
+  g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,
+              test_ledger_unsent_reads_unsent, ledger_teardown);
   return g_test_run ();
 }
