@@ -1046,8 +1046,8 @@ class TapResult(unittest.TestResult):
         self._line(test, True, f" # SKIP {reason}")
 
     def _fail(self, test, err):
-        for line in "".join(traceback.format_exception(*err)).splitlines():
-            print(f"# {line}")
+        # the daemon's log first, the traceback last: a CI log that keeps only the tail
+        # still says what failed
         log = getattr(test, "daemon_log_text", None)
         if log is None and os.path.exists(getattr(test, "log_path", "")):
             with open(test.log_path, errors="replace") as f:      # still running
@@ -1065,11 +1065,14 @@ class TapResult(unittest.TestResult):
                 print("# --- shimwatchd log ---")
             for line in lines[-80:]:
                 print(f"# {line}")
+            print("# --- end of shimwatchd log ---")
         keep = os.environ.get("SHIMWATCH_TEST_KEEP_LOGS")
         if keep and log:
             os.makedirs(keep, exist_ok=True)
             with open(os.path.join(keep, test.id() + ".log"), "w") as f:
                 f.write(log)
+        for line in "".join(traceback.format_exception(*err)).splitlines():
+            print(f"# {line}")
         self._line(test, False)
 
     def addFailure(self, test, err):
