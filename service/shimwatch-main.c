@@ -89,14 +89,6 @@ export_manager (Daemon          *daemon,
 }
 
 static void
-bus_acquired_cb (GDBusConnection *connection,
-                 const char      *name,
-                 gpointer         user_data)
-{
-  export_manager (user_data, connection);
-}
-
-static void
 name_acquired_cb (GDBusConnection *connection,
                   const char      *name,
                   gpointer         user_data)
@@ -107,9 +99,10 @@ name_acquired_cb (GDBusConnection *connection,
     return;
   daemon->name_acquired = TRUE;
   g_message ("shimwatchd %s ready on the bus as %s", PACKAGE_VERSION, name);
-  /* the name first, then the tasks: signals for shims that died while we were down go
-   * out under the well-known name, and objects appear as their shims answer */
-  shimwatch_manager_load (daemon->manager);
+  /* the recorded tasks' objects are already exported; only now are their shims reached
+   * (in parallel), so that the signals of those that died while we were down go out
+   * under the well-known name */
+  shimwatch_manager_reach_shims (daemon->manager);
 }
 
 static void
@@ -240,27 +233,36 @@ main (int    argc,
   g_unix_signal_add (SIGINT, signal_cb, &daemon);
 
   if (address != NULL)
-    {
-      daemon.connection = g_dbus_connection_new_for_address_sync (
-        address,
-        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
-        G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
-        NULL, NULL, &error);
-      if (daemon.connection == NULL)
-        {
-          g_printerr (_("%s: cannot connect to %s: %s\n"), g_get_prgname (), address,
-                      error->message);
-          return EXIT_FAILURE;
-        }
-      export_manager (&daemon, daemon.connection);
-      owner_id = g_bus_own_name_on_connection (daemon.connection, SHIMWATCH_DBUS_NAME,
-                                               G_BUS_NAME_OWNER_FLAGS_NONE, name_acquired_cb,
-                                               name_lost_cb, &daemon, NULL);
-    }
+    daemon.connection = g_dbus_connection_new_for_address_sync (
+      address,
+      G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+      G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+      NULL, NULL, &error);
   else
-    owner_id = g_bus_own_name (session ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM,
-                               SHIMWATCH_DBUS_NAME, G_BUS_NAME_OWNER_FLAGS_NONE, bus_acquired_cb,
-                               name_acquired_cb, name_lost_cb, &daemon, NULL);
+    daemon.connection = g_bus_get_sync (session ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM,
+                                        NULL, &error);
+  if (daemon.connection == NULL)
+    {
+      g_printerr (_("%s: cannot connect to %s: %s\n"), g_get_prgname (),
+                  address != NULL ? address : session ? "the session bus" : "the system bus",
+                  error->message);
+      return EXIT_FAILURE;
+    }
+  /* a lost connection ends the service through name_lost_cb, with a clean stop */
+  g_dbus_connection_set_exit_on_close (daemon.connection, FALSE);
+
+  /* Serving order. A client's first call (the one that activates us through
+   * SystemdService=, say) is delivered as soon as we own the name, so by then every
+   * recorded task must have its object: read the records and export their objects
+   * first, which needs no shim and takes milliseconds even for a thousand tasks; take
+   * the name next; reach the shims, in parallel, last (name_acquired_cb). A call on a
+   * task whose shim is not reached yet waits until it is. */
+  export_manager (&daemon, daemon.connection);
+  if (!daemon.stopping)
+    shimwatch_manager_load (daemon.manager);
+  owner_id = g_bus_own_name_on_connection (daemon.connection, SHIMWATCH_DBUS_NAME,
+                                           G_BUS_NAME_OWNER_FLAGS_NONE, name_acquired_cb,
+                                           name_lost_cb, &daemon, NULL);
 
   g_main_loop_run (daemon.loop);
 

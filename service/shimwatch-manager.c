@@ -26,6 +26,11 @@ struct _ShimwatchManager
   char                         *runc_root;
   char                         *records_dir;
   guint                         n_loading;
+  /* between load and reach_shims */
+  GPtrArray                    *records;    /* ShimwatchRecord: what was read at load */
+  GPtrArray                    *broken;     /* "ns/id" of records that did not parse */
+  GHashTable                   *recorded;   /* "ns/id" of every record read */
+  GPtrArray                    *to_reach;   /* ShimwatchShim: loaded, shim not reached yet */
   ShimwatchLauncher            *launcher;
   ShimwatchCleanup             *cleanup;
   ShimwatchEventsServer        *events;
@@ -514,7 +519,8 @@ handle_list_shims (ShimwatchDbusManager  *iface,
   GHashTableIter iter;
   gpointer value;
 
-  /* a task still being created, or reloaded, is listed once its object is exported */
+  /* a task still being created is listed once its object is exported (one loaded from
+   * its record is exported before the bus name is even taken) */
   g_hash_table_iter_init (&iter, self->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     if (shimwatch_shim_is_exported (value))
@@ -668,10 +674,11 @@ reap_authorized_cb (GObject      *source,
   if (g_hash_table_contains (self->reserved, key) ||
       (shim != NULL && !shimwatch_shim_is_exported (shim)))
     {
-      /* its CreateTask, or its reload after a restart, is under way: not ours to touch */
+      /* its CreateTask is under way: not ours to touch (a task loaded from its record
+       * has its object from the start, and is reaped once its shim is reached) */
       g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_BAD_STATE,
-                                             "task %s is being created or taken over again; "
+                                             "task %s is being created; "
                                              "try again when its object exists", key);
       return;
     }
@@ -776,9 +783,6 @@ load_connected_cb (GObject      *source,
 
   handle = shimwatch_launcher_connect_finish (SHIMWATCH_LAUNCHER (source), result, &error);
   self = g_object_get_data (G_OBJECT (shim), "shimwatch-manager");
-  /* objects appear as they load: once it is known whether their shim still answers */
-  export_shim (self, shim);
-  update_shim_count (self);
   if (handle != NULL)
     shimwatch_shim_readopt (shim, handle);
   else
@@ -804,62 +808,99 @@ load_record (ShimwatchManager *self,
   g_autofree char *key = task_key (record->namespace_, record->id);
   g_autoptr(ShimwatchShim) shim = NULL;
 
-  if (g_hash_table_contains (self->shims, key))
-    return;
-  if (record->delete_emitted)
+  if (g_hash_table_contains (self->shims, key) || record->delete_emitted)
+    return;      /* one whose TaskDelete went out: only files are left (reach_shims) */
+
+  /* the object appears now, as the record describes the task; its shim is reached once
+   * the name is owned, and calls that need the shim wait until then */
+  shim = shimwatch_shim_new_from_record (self, record);
+  g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
+  g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
+  g_signal_connect (shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
+  g_signal_connect (shim, "finished", G_CALLBACK (shim_finished_cb), self);
+  export_shim (self, shim);
+  g_ptr_array_add (self->to_reach, g_steal_pointer (&shim));
+}
+
+void
+shimwatch_manager_load (ShimwatchManager *self)
+{
+  gint64 started = g_get_monotonic_time ();
+
+  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
+  g_return_if_fail (self->records == NULL);
+
+  /* one pass over what is on disk now: no shim is contacted, nothing is sent */
+  self->recorded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->broken = g_ptr_array_new_with_free_func (g_free);
+  self->to_reach = g_ptr_array_new_with_free_func (g_object_unref);
+  self->records = shimwatch_records_load (self->records_dir, self->broken);
+  for (guint i = 0; i < self->records->len; i++)
     {
-      /* clients already heard the end of it: only files are left */
+      ShimwatchRecord *record = g_ptr_array_index (self->records, i);
+
+      g_hash_table_add (self->recorded, task_key (record->namespace_, record->id));
+      load_record (self, record);
+    }
+  update_shim_count (self);
+  g_message ("%u recorded tasks loaded in %.1f ms; their shims are reached once the bus "
+             "name is owned", self->to_reach->len,
+             (double) (g_get_monotonic_time () - started) / 1000.0);
+}
+
+void
+shimwatch_manager_reach_shims (ShimwatchManager *self)
+{
+  g_autoptr(GPtrArray) to_reach = NULL;
+  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr(GPtrArray) broken = NULL;
+  g_autoptr(GHashTable) recorded = NULL;
+  g_autoptr(GDir) namespaces = NULL;
+  const char *ns;
+
+  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
+  g_return_if_fail (self->records != NULL);
+
+  to_reach = g_steal_pointer (&self->to_reach);
+  records = g_steal_pointer (&self->records);
+  broken = g_steal_pointer (&self->broken);
+  recorded = g_steal_pointer (&self->recorded);
+  self->n_loading++;
+  /* every shim at once: each connect is asynchronous with its own deadline */
+  for (guint i = 0; i < to_reach->len; i++)
+    {
+      ShimwatchShim *shim = g_ptr_array_index (to_reach, i);
+      ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (shim);
+      const char *address = shimwatch_dbus_shim_get_address (iface);
+
+      self->n_loading++;
+      if (address[0] == '\0')
+        {
+          shimwatch_shim_mark_dead (shim, "no shim address was recorded");
+          load_done (self);
+          continue;
+        }
+      shimwatch_launcher_connect_async (self->launcher, shimwatch_shim_get_namespace (shim),
+                                        shimwatch_shim_get_id (shim),
+                                        shimwatch_shim_get_task_dir (shim), address,
+                                        load_connected_cb, g_object_ref (shim));
+    }
+
+  /* clients already heard the end of these: only files are left */
+  for (guint i = 0; i < records->len; i++)
+    {
+      ShimwatchRecord *record = g_ptr_array_index (records, i);
+      g_autofree char *key = task_key (record->namespace_, record->id);
       g_autoptr(GError) error = NULL;
 
+      if (!record->delete_emitted || g_hash_table_contains (self->shims, key))
+        continue;
       self->n_loading++;
       if (!start_orphan_cleanup (self, record->namespace_, record->id,
                                  self->config->cleanup_timeout_ms, orphan_done_cb, self))
         load_done (self);
       if (!shimwatch_records_remove (self->records_dir, record->namespace_, record->id, &error))
         g_warning ("%s", error->message);
-      return;
-    }
-
-  shim = shimwatch_shim_new_from_record (self, record);
-  g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
-  g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
-  g_signal_connect (shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
-  g_signal_connect (shim, "finished", G_CALLBACK (shim_finished_cb), self);
-
-  self->n_loading++;
-  if (record->address[0] == '\0')
-    {
-      export_shim (self, shim);
-      update_shim_count (self);
-      shimwatch_shim_mark_dead (shim, "no shim address was recorded");
-      load_done (self);
-      return;
-    }
-  shimwatch_launcher_connect_async (self->launcher, record->namespace_, record->id,
-                                    record->task_dir, record->address, load_connected_cb,
-                                    g_steal_pointer (&shim));
-}
-
-void
-shimwatch_manager_load (ShimwatchManager *self)
-{
-  g_autoptr(GPtrArray) broken = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr(GPtrArray) records = NULL;
-  g_autoptr(GHashTable) known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GDir) namespaces = NULL;
-  const char *ns;
-
-  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
-
-  /* one pass over what is on disk now; CreateTask calls are served only after it */
-  records = shimwatch_records_load (self->records_dir, broken);
-  self->n_loading++;
-  for (guint i = 0; i < records->len; i++)
-    {
-      ShimwatchRecord *record = g_ptr_array_index (records, i);
-
-      g_hash_table_add (known, task_key (record->namespace_, record->id));
-      load_record (self, record);
     }
 
   /* task directories that no record explains: their shim, if any, goes too */
@@ -886,7 +927,7 @@ shimwatch_manager_load (ShimwatchManager *self)
                 g_warning ("%s: %s", path, error->message);
               continue;
             }
-          if (g_hash_table_contains (known, key) ||
+          if (g_hash_table_contains (recorded, key) ||
               !shimwatch_identifier_validate ("namespace", ns, NULL) ||
               !shimwatch_identifier_validate ("id", id, NULL))
             continue;
@@ -1041,6 +1082,10 @@ shimwatch_manager_finalize (GObject *object)
   g_hash_table_unref (self->shims);
   g_hash_table_unref (self->reserved);
   g_hash_table_unref (self->reaps);
+  g_clear_pointer (&self->records, g_ptr_array_unref);
+  g_clear_pointer (&self->broken, g_ptr_array_unref);
+  g_clear_pointer (&self->recorded, g_hash_table_unref);
+  g_clear_pointer (&self->to_reach, g_ptr_array_unref);
   if (self->filtered != NULL)
     g_dbus_connection_remove_filter (self->filtered, self->filter_id);
   g_clear_object (&self->filtered);

@@ -29,9 +29,13 @@ gboolean            shimwatch_manager_export              (ShimwatchManager     
                                                            GDBusConnection        *connection,
                                                            gboolean                use_polkit,
                                                            GError                **error);
-/* take over the tasks an earlier run recorded (live shims re-adopted, dead ones cleaned
- * with their events) and clean task directories no record explains */
+/* before the bus name is taken: read the tasks an earlier run recorded and export their
+ * objects, as the records describe them (no shim is contacted) */
 void                shimwatch_manager_load                (ShimwatchManager       *self);
+/* once the name is owned: reach the loaded tasks' shims, all at once (live ones taken
+ * over again, dead ones cleaned with their events), and clean task directories no
+ * record explains */
+void                shimwatch_manager_reach_shims         (ShimwatchManager       *self);
 const char         *shimwatch_manager_get_records_dir     (ShimwatchManager       *self);
 /* stop supervising without touching any shim: they outlive the service */
 void                shimwatch_manager_shutdown            (ShimwatchManager       *self);

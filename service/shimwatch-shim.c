@@ -46,8 +46,10 @@ struct _ShimwatchShim
   gboolean             exported;
   gboolean             persistent;       /* a record exists and follows every change */
   gboolean             loading;          /* from a record, its shim not reached yet */
+  GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
+  gboolean             kill_when_reached; /* Reap while loading */
   gboolean             disconnected;     /* ShimDisconnected went out (maybe before a restart) */
-  GPtrArray           *early_events;   /* arrived before export */
+  GPtrArray           *early_events;   /* arrived before export, or while loading */
   gboolean             connected;
   gboolean             detached;
   gboolean             deleted;        /* a normal Delete completed: no crash semantics */
@@ -603,7 +605,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
 
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  if (!self->exported)
+  if (!self->exported || self->loading)
     {
       g_ptr_array_add (self->early_events, shimwatch_event_copy (event));
       return;
@@ -656,18 +658,24 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
     }
 }
 
-void
-shimwatch_shim_set_exported (ShimwatchShim *self)
+static void
+replay_early_events (ShimwatchShim *self)
 {
-  g_autoptr(GPtrArray) early = NULL;
+  g_autoptr(GPtrArray) early = g_steal_pointer (&self->early_events);
 
-  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-
-  self->exported = TRUE;
-  early = g_steal_pointer (&self->early_events);
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
   for (guint i = 0; i < early->len; i++)
     shimwatch_shim_handle_event (self, g_ptr_array_index (early, i));
+}
+
+void
+shimwatch_shim_set_exported (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->exported = TRUE;
+  if (!self->loading)
+    replay_early_events (self);
 }
 
 /* -- D-Bus methods -------------------------------------------------------------------- */
@@ -697,7 +705,37 @@ authorized_cb (GObject      *source,
       g_dbus_method_invocation_return_gerror (auth->invocation, error);
       return;
     }
+  if (self->loading)
+    {
+      /* loaded from its record after a restart, its shim not reached yet: the call is
+       * answered once it is, or once the shim is known to be dead */
+      ShimwatchShim *shim = g_steal_pointer (&self);
+
+      g_ptr_array_add (shim->waiting_calls, g_steal_pointer (&auth));
+      return;
+    }
   auth->func (self, auth->invocation, auth->data);
+}
+
+/* the loading is over (shim reached or found dead): what waited for it goes on */
+static void
+resume_waiting_calls (ShimwatchShim *self,
+                      gboolean       stopping)
+{
+  g_autoptr(GPtrArray) waiting = g_steal_pointer (&self->waiting_calls);
+
+  self->waiting_calls = g_ptr_array_new ();
+  for (guint i = 0; i < waiting->len; i++)
+    {
+      g_autofree AuthData *auth = g_ptr_array_index (waiting, i);
+      g_autoptr(ShimwatchShim) keep = auth->self;
+
+      if (stopping)
+        g_dbus_method_invocation_return_error (auth->invocation, SHIMWATCH_ERROR,
+                                               SHIMWATCH_ERROR_FAILED, "the service is stopping");
+      else
+        auth->func (auth->self, auth->invocation, auth->data);
+    }
 }
 
 static void
@@ -726,9 +764,7 @@ require_connected (ShimwatchShim         *self,
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s", self->namespace_, self->id,
                                          self->deleted || self->delete_invocation != NULL
-                                           ? "being deleted"
-                                           : self->loading ? "being taken over again, try later"
-                                                           : "being cleaned up");
+                                           ? "being deleted" : "being cleaned up");
   return FALSE;
 }
 
@@ -958,6 +994,12 @@ shimwatch_shim_kill_shim (ShimwatchShim  *self,
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
 
   pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  if (self->loading)
+    {
+      /* not reached yet after a restart: killed once it is (a dead one is cleaned anyway) */
+      self->kill_when_reached = TRUE;
+      return TRUE;
+    }
   if (!self->connected)
     return TRUE;          /* already on its way out */
   log_event (self, G_LOG_LEVEL_MESSAGE, "reap", "killing shim %u", pid);
@@ -976,6 +1018,7 @@ shimwatch_shim_detach (ShimwatchShim *self)
 
   self->detached = TRUE;
   stop_watching (self);
+  resume_waiting_calls (self, TRUE);
   if (self->handle != NULL)
     g_clear_signal_handler (&self->closed_id, shimwatch_task_client_get_ttrpc (self->handle->client));
 }
@@ -1104,6 +1147,14 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
   shimwatch_shim_attach (self, handle);
   log_event (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
              handle->shim_pid);
+  /* what arrived while it was being reached: the shim's events, then the calls */
+  replay_early_events (self);
+  resume_waiting_calls (self, FALSE);
+  if (self->kill_when_reached)
+    {
+      shimwatch_shim_kill_shim (self, NULL);
+      return;
+    }
   if (self->deleted)
     {
       /* the service died between Delete and the shim's shutdown: finish the teardown */
@@ -1120,7 +1171,10 @@ shimwatch_shim_mark_dead (ShimwatchShim *self,
                           const char    *reason)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  self->loading = FALSE;
+  replay_early_events (self);
   on_disconnected (self, reason);
+  resume_waiting_calls (self, FALSE);
 }
 
 const char *
@@ -1142,6 +1196,13 @@ shimwatch_shim_get_id (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
   return self->id;
+}
+
+const char *
+shimwatch_shim_get_task_dir (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->task_dir;
 }
 
 ShimwatchTaskClient *
@@ -1218,6 +1279,7 @@ shimwatch_shim_finalize (GObject *object)
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
   g_ptr_array_unref (self->early_events);
+  g_ptr_array_unref (self->waiting_calls);
   g_free (self->runtime);
   g_free (self->namespace_);
   g_free (self->id);
@@ -1260,4 +1322,5 @@ shimwatch_shim_init (ShimwatchShim *self)
   self->task_pidfd = -1;
   self->shim_pidfd = -1;
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
+  self->waiting_calls = g_ptr_array_new ();
 }

@@ -30,6 +30,7 @@ ShimwatchShim *shimwatch_shim_new             (ShimwatchManager      *manager,
 const char    *shimwatch_shim_get_object_path (ShimwatchShim         *self);
 const char    *shimwatch_shim_get_namespace   (ShimwatchShim         *self);
 const char    *shimwatch_shim_get_id          (ShimwatchShim         *self);
+const char    *shimwatch_shim_get_task_dir    (ShimwatchShim         *self);
 ShimwatchTaskClient *shimwatch_shim_get_client (ShimwatchShim        *self);
 gboolean       shimwatch_shim_is_exported     (ShimwatchShim         *self);
 guint32        shimwatch_shim_get_last_exit_status (ShimwatchShim    *self);

@@ -773,6 +773,62 @@ class RestartTests(ShimwatchTestCase):
                                    before[paths[1]]["TaskPid"], 137)
         self.assert_nothing_left("default", "keep1", sock, before[paths[1]]["TaskPid"])
 
+    def test_first_call_after_a_restart_sees_every_task(self):
+        """Regression: the call that starts the service (bus activation delivers it as soon
+        as the name is owned) got ListShims -> [] and "Object does not exist" until the
+        shims answered. The recorded tasks' objects now exist before the name is taken,
+        and a call that needs a shim not reached yet waits for it."""
+        ids = [f"early{i}" for i in range(3)]
+        paths = [self.create_task("default", i) for i in ids]
+        before = {p: self.snapshot(p) for p in paths}
+        sockets = {p: self.socket_of(p) for p in paths}
+        self.stop_daemon()
+        # shims slow to answer: they are reached only once they run again
+        for p in paths:
+            os.kill(before[p]["ShimPid"], signal.SIGSTOP)
+        replies = {}
+
+        def answered(connection, result, what):
+            try:
+                replies[what] = connection.call_finish(result).unpack()
+            except GLib.Error as e:
+                replies[what] = e
+        try:
+            self.start_daemon()
+            self.assertEqual(sorted(self.call(MANAGER_PATH, MANAGER, "ListShims")[0]),
+                             sorted(paths))
+            for task_id, p in zip(ids, paths):
+                self.assertEqual(self.call(MANAGER_PATH, MANAGER, "GetShim", "(ss)",
+                                           ("default", task_id)), (p,))
+                self.assertEqual(self.snapshot(p), before[p])
+            self.assertEqual(self.prop(MANAGER_PATH, "ShimCount", MANAGER), 3)
+            self.bus.call(BUS_NAME, paths[0], SHIM, "Kill", GLib.Variant("(ub)", (9, False)),
+                          None, Gio.DBusCallFlags.NONE, 30000, None, answered, "kill")
+            self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "Reap",
+                          GLib.Variant("(ssa{sv})", ("default", ids[1], {})),
+                          None, Gio.DBusCallFlags.NONE, 30000, None, answered, "reap")
+            pump(0.5)
+            self.assertEqual(replies, {}, "answered before the shims could be reached")
+        finally:
+            for p in paths:
+                os.kill(before[p]["ShimPid"], signal.SIGCONT)
+        wait_until(lambda: len(replies) == 2, 15, "the waiting Kill and Reap to be answered")
+        self.assertEqual(replies["kill"], (), replies["kill"])
+        self.assertEqual(replies["reap"], (137,), replies["reap"])
+        wait_until(lambda: self.signals.named("TaskExit", id="early0"), 5, "forwarded TaskExit")
+        self.assertEqual(self.counts("default", "early0"),
+                         {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 0})
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[1]), 10,
+                   "the reaped task's removal")
+        self.assert_crash_sequence("default", "early1", paths[1], before[paths[1]]["ShimPid"],
+                                   before[paths[1]]["TaskPid"], 137)
+        self.assert_nothing_left("default", "early1", sockets[paths[1]],
+                                 before[paths[1]]["TaskPid"])
+        wait_until(lambda: self.prop(paths[2], "Responsive"), 10, "the third shim taken over")
+        self.assertEqual(self.prop(paths[2], "Status"), "running")
+        self.assertEqual(self.counts("default", "early2"),
+                         {"ShimDisconnected": 0, "TaskExit": 0, "TaskDelete": 0})
+
     def test_shims_die_while_service_is_down(self):
         ids = [f"down{i}" for i in range(5)]
         paths = {i: self.create_task("default", i) for i in ids}
