@@ -709,6 +709,56 @@ class PolkitTests(ShimwatchTestCase):
         self.assertEqual(rc, 0)
         self.assertIn("running", out)
 
+    def polkit_prompt(self, uid, path, method, *args, language="C"):
+        """The text polkit's own agent (pkttyagent, registered for the calling process)
+        shows when a call by uid needs authentication. The prompt is dismissed at once."""
+        # the agent says it is registered by closing its notify fd: the end of a FIFO
+        agent = ("pkttyagent --process $$ --notify-fd 3 3>\"$ready\" & cat \"$ready\"; "
+                 "exec gdbus call --system --interactive --dest " + BUS_NAME +
+                 " --object-path " + path + " --method " + method + " " +
+                 " ".join(f"'{a}'" for a in args))
+        ready = os.path.join(self.dir, f"agent-ready-{uid}-{time.monotonic_ns()}")
+        os.mkfifo(ready, 0o666)
+        os.chmod(ready, 0o666)
+        env = dict(os.environ, ready=ready, LANGUAGE=language, LANG=language, LC_ALL=language)
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "script", "-qefc", agent, "/dev/null"]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env)
+        seen = b""
+        deadline = time.monotonic() + 20
+        os.set_blocking(proc.stdout.fileno(), False)
+        try:
+            while b"Password" not in seen and b"Passwort" not in seen and \
+                    b"Mot de passe" not in seen and time.monotonic() < deadline:
+                chunk = proc.stdout.read()
+                if chunk:
+                    seen += chunk
+                elif proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait()
+        return seen.decode(errors="replace")
+
+    def test_polkit_messages_name_the_task(self):
+        """Every action's authentication message names the task (details namespace and
+        id), in the caller's language."""
+        path = self.create_task("default", "named")
+        shown = self.polkit_prompt(self.NOBODY, MANAGER_PATH, MANAGER + ".Reap", "default",
+                                   "named", "{}")
+        self.assertIn("AUTHENTICATING FOR org.shimwatch.reap", shown)
+        self.assertIn("kill the shim of container named in namespace default", shown)
+        shown = self.polkit_prompt(self.NOBODY, path, SHIM + ".Kill", "9", "false")
+        self.assertIn("delete the supervised container named in namespace default", shown)
+        shown = self.polkit_prompt(self.NOBODY, MANAGER_PATH, MANAGER + ".CreateTask",
+                                   "otherns", "fresh", self.bundle, "{}", language="de_DE.UTF-8")
+        self.assertIn("überwachten Containers fresh im Namensraum otherns", shown)
+        # nothing was authorized: the task still runs, nothing new exists
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.assertFalse(os.path.exists(self.task_dir("otherns", "fresh")))
+
     def test_unprivileged_process_cannot_own_the_name(self):
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                "gdbus", "call", "--system", "--dest", "org.freedesktop.DBus",
