@@ -47,6 +47,32 @@ def skip_reason():
     return None
 
 
+GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cleanup-guard.py")
+
+
+def start_cleanup_guard(directory):
+    """tests/cleanup-guard.py cleans directory (and what runs there) once our end of its
+    stdin closes: in the test's cleanup, or when this process dies however it dies."""
+    return subprocess.Popen(["/usr/bin/python3", GUARD, directory], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, cwd="/", start_new_session=True)
+
+
+def finish_cleanup_guard(guard):
+    guard.stdin.close()
+    try:
+        guard.wait(120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the cleanup guard did not finish within 120 s")
+
+
+def guard_pid(directory, pid):
+    """Have the guard kill pid (if it is still that process) before anything else."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    with open(os.path.join(directory, "guard.pids"), "a") as f:
+        f.write(f"{pid} {stat[stat.rindex(')') + 2:].split()[19]}\n")
+
+
 def process_dead(pid):
     """Gone or a zombie: nothing of it runs any more."""
     if pid == 0:
@@ -128,6 +154,9 @@ class ShimwatchTestCase(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="swit-", dir="/tmp")
         os.chmod(self.dir, 0o755)
+        # whatever the test starts goes when it ends, passed, failed or killed
+        self.guard = start_cleanup_guard(self.dir)
+        self.addCleanup(self._cleanup_leftovers)
         self.runtime_dir = os.path.join(self.dir, "run")
         self.runtimes = os.path.join(self.dir, "runtimes")
         os.makedirs(self.runtimes)
@@ -146,26 +175,22 @@ class ShimwatchTestCase(unittest.TestCase):
 
     def tearDown(self):
         self.signals.close()
-        try:
-            self.stop_daemon()
-        finally:
-            self._cleanup_leftovers()
+        self.stop_daemon()
 
     def _cleanup_leftovers(self):
-        with open(self.log_path, errors="replace") as f:
-            self.daemon_log_text = f.read()
-        # shims outlive the service by design: kill what the test left behind
-        for pid in self.processes_under(self.dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        for sock in getattr(self, "sockets", []):
-            try:
-                os.unlink(sock)
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", "--one-file-system", self.dir], check=False)
+        """Runs after tearDown, and also when setUp or tearDown failed."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                self.daemon_log_text = f.read()
+        except OSError:
+            pass
+        if self.daemon is not None:          # a failed test may leave it running
+            self.kill_daemon()
+        # shims and containers outlive the service by design: the guard removes what the
+        # test left (containers by runc's list, shims by PID, their sockets, the directory)
+        with open(os.path.join(self.dir, "guard.sockets"), "a") as f:
+            f.write("".join(s + "\n" for s in getattr(self, "sockets", [])))
+        finish_cleanup_guard(self.guard)
 
     # -- the service -------------------------------------------------------------------
 
@@ -175,6 +200,7 @@ class ShimwatchTestCase(unittest.TestCase):
         env = dict(os.environ, G_DEBUG="fatal-criticals", **extra_env)
         self.daemon = subprocess.Popen(argv, stdout=open(self.log_path, "a"),
                                        stderr=subprocess.STDOUT, env=env)
+        guard_pid(self.dir, self.daemon.pid)
         bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
 
         def owned():

@@ -2,8 +2,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
@@ -193,17 +195,32 @@ shimwatch_test_remove_tree (const char *path)
 void
 shimwatch_test_remove_cgroup (const char *cgroups_path)
 {
-  g_autoptr(GDir) dir = g_dir_open ("/sys/fs/cgroup", 0, NULL);
-  const char *controller;
+  g_autofree char *mountinfo = NULL;
+  g_auto(GStrv) lines = NULL;
 
-  /* runc never removes parent cgroups: remove the (empty) leaf and its parent */
-  while (dir != NULL && (controller = g_dir_read_name (dir)) != NULL)
+  /* in every hierarchy (each v1 controller, cgroup2), whatever the layout: runc never
+   * removes parent cgroups, so remove the (empty) leaf and its parent */
+  if (!g_file_get_contents ("/proc/self/mountinfo", &mountinfo, NULL, NULL))
+    return;
+  lines = g_strsplit (mountinfo, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
     {
-      g_autofree char *leaf = g_build_filename ("/sys/fs/cgroup", controller, cgroups_path, NULL);
-      g_autofree char *parent = g_path_get_dirname (leaf);
+      const char *sep = strstr (lines[i], " - ");
+      g_auto(GStrv) fields = NULL;
+      g_autofree char *leaf = NULL;
+      g_autofree char *parent = NULL;
 
+      if (sep == NULL || !(g_str_has_prefix (sep, " - cgroup ") ||
+                           g_str_has_prefix (sep, " - cgroup2 ")))
+        continue;
+      fields = g_strsplit (lines[i], " ", 6);
+      if (g_strv_length (fields) < 6)
+        continue;
+      leaf = g_build_filename (fields[4], cgroups_path, NULL);
+      parent = g_path_get_dirname (leaf);
       g_rmdir (leaf);
-      g_rmdir (parent);
+      if (!g_str_equal (parent, fields[4]))
+        g_rmdir (parent);
     }
 }
 
@@ -216,4 +233,55 @@ shimwatch_test_shim_socket_path (const char *address,
   g_autofree char *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, key, -1);
 
   return g_build_filename ("/run/containerd/s", hash, NULL);
+}
+
+struct _ShimwatchTestGuard {
+  GPid pid;
+  int  fd;      /* the write end of the guard's stdin: only this process holds it */
+};
+
+static void
+guard_child_setup (gpointer data)
+{
+  /* its own session: meson kills a timed-out test's whole process group */
+  setsid ();
+}
+
+ShimwatchTestGuard *
+shimwatch_test_guard_new (const char *dir,
+                          const char *cgroups_path)
+{
+  const char *guard = g_getenv ("SHIMWATCH_CLEANUP_GUARD");
+  const char *argv[] = { "/usr/bin/python3", guard, dir, cgroups_path, NULL };
+  g_autoptr(GError) error = NULL;
+  ShimwatchTestGuard *self = g_new0 (ShimwatchTestGuard, 1);
+  int in_fd = -1;
+
+  if (guard == NULL)
+    g_error ("SHIMWATCH_CLEANUP_GUARD is not set: run the tests through meson test");
+  if (!g_spawn_async_with_pipes ("/", (char **) argv, NULL,
+                                 G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                                 guard_child_setup, NULL, &self->pid, &in_fd, NULL, NULL,
+                                 &error))
+    g_error ("cannot start the cleanup guard: %s", error->message);
+  /* processes the test starts later must not hold the guard's stdin open */
+  fcntl (in_fd, F_SETFD, FD_CLOEXEC);
+  self->fd = in_fd;
+  return self;
+}
+
+void
+shimwatch_test_guard_finish (ShimwatchTestGuard *self)
+{
+  int status = 0;
+
+  if (self == NULL)
+    return;
+  close (self->fd);
+  while (waitpid (self->pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  g_spawn_close_pid (self->pid);
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    g_test_message ("cleanup guard ended with status %d", status);
+  g_free (self);
 }

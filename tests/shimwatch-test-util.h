@@ -38,4 +38,15 @@ char       *shimwatch_test_shim_socket_path      (const char          *address,
                                                   const char          *namespace_,
                                                   const char          *id);
 
+/* tests/cleanup-guard.py watching dir: it removes what the test started there (containers
+ * by runc's list of the roots under dir, processes living in dir, their shim sockets, dir
+ * itself, the given cgroup) once shimwatch_test_guard_finish() is called or the test
+ * process dies, a failed assertion's abort included. The guard's path comes from
+ * $SHIMWATCH_CLEANUP_GUARD (set by meson). */
+typedef struct _ShimwatchTestGuard ShimwatchTestGuard;
+
+ShimwatchTestGuard *shimwatch_test_guard_new    (const char          *dir,
+                                                 const char          *cgroups_path);
+void                shimwatch_test_guard_finish (ShimwatchTestGuard  *guard);
+
 G_END_DECLS

@@ -29,6 +29,7 @@ typedef struct {
   char                  *shim_binary;
   ShimwatchEventsServer *events;
   ShimwatchLauncher     *launcher;
+  ShimwatchTestGuard    *guard;
 } Fixture;
 
 static void
@@ -45,6 +46,9 @@ fixture_setup (Fixture       *fx,
   g_assert_nonnull (test_shim);
   fx->dir = g_dir_make_tmp ("swfault-XXXXXX", &error);
   g_assert_no_error (error);
+  /* the test shim's servers and containers, their sockets, the directory: gone at the end,
+   * even when a failed assertion aborts the test */
+  fx->guard = shimwatch_test_guard_new (fx->dir, NULL);
 
   /* the test shim is a runtime like any other: containerd-shim-test-v1 in a runtime dir */
   fx->runtime_dir = g_build_filename (fx->dir, "runtimes", NULL);
@@ -72,35 +76,14 @@ fixture_setup (Fixture       *fx,
 }
 
 static void
-kill_task_dir_processes (const char *task_dir)
-{
-  g_autoptr(GDir) proc = g_dir_open ("/proc", 0, NULL);
-  const char *name;
-
-  /* the test shim's server and container run with the task dir as cwd */
-  while (proc != NULL && (name = g_dir_read_name (proc)) != NULL)
-    {
-      g_autofree char *cwd_link = g_build_filename ("/proc", name, "cwd", NULL);
-      g_autofree char *cwd = g_file_read_link (cwd_link, NULL);
-
-      if (cwd != NULL && g_str_equal (cwd, task_dir) && g_ascii_isdigit (name[0]))
-        kill ((pid_t) g_ascii_strtoll (name, NULL, 10), SIGKILL);
-    }
-}
-
-static void
 fixture_teardown (Fixture       *fx,
                   gconstpointer  data)
 {
-  g_autofree char *init_pid = NULL;
-  g_autofree char *pid_path = g_build_filename (fx->task_dir, "init.pid", NULL);
-
-  if (g_file_get_contents (pid_path, &init_pid, NULL, NULL))
-    kill ((pid_t) g_ascii_strtoll (init_pid, NULL, 10), SIGKILL);
-  kill_task_dir_processes (fx->task_dir);
   g_clear_object (&fx->launcher);
   g_clear_object (&fx->events);
-  shimwatch_test_remove_tree (fx->dir);
+  /* the test shim's server and container run with the task dir as cwd: the guard kills
+   * them by PID and removes the socket their address file names */
+  shimwatch_test_guard_finish (fx->guard);
   g_free (fx->dir);
   g_free (fx->runtime_dir);
   g_free (fx->bundle);

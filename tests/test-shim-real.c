@@ -31,6 +31,7 @@ typedef struct {
   guint                  closed_count;
   gint64                 closed_at;
   guint32                task_pid;
+  ShimwatchTestGuard    *guard;
 } Fixture;
 
 static void
@@ -76,6 +77,8 @@ fixture_setup (Fixture       *fx,
   g_assert_no_error (error);
   fx->id = g_strdup_printf ("c%u", g_random_int_range (1000, 100000000));
   fx->cgroups_path = g_strdup_printf ("/shimwatch-test/%s", fx->id);
+  /* the container, the shim, its socket, the cgroup: gone at the end, even if we abort */
+  fx->guard = shimwatch_test_guard_new (fx->dir, fx->cgroups_path);
   fx->bundle = shimwatch_test_make_bundle (fx->dir, "bundle", sleeper, fx->cgroups_path, &error);
   g_assert_no_error (error);
 
@@ -110,15 +113,13 @@ fixture_teardown (Fixture       *fx,
       g_signal_handlers_disconnect_by_data (shimwatch_task_client_get_ttrpc (fx->handle->client), fx);
       shimwatch_shim_handle_free (fx->handle);
     }
-  if (fx->task_pid != 0 && !shimwatch_test_process_is_dead (fx->task_pid))
-    kill ((pid_t) fx->task_pid, SIGKILL);
   socket_path = shimwatch_test_shim_socket_path (fx->shim_address, NS, fx->id);
   g_unlink (socket_path);
   g_clear_object (&fx->launcher);
   g_clear_object (&fx->events);
   g_ptr_array_unref (fx->received);
-  shimwatch_test_remove_tree (fx->dir);
-  shimwatch_test_remove_cgroup (fx->cgroups_path);
+  /* the container by runc's list of our root, the shim by PID, the directory, the cgroup */
+  shimwatch_test_guard_finish (fx->guard);
   g_free (fx->dir);
   g_free (fx->id);
   g_free (fx->bundle);

@@ -27,6 +27,7 @@ cleanup () {
   rm -rf "$run"
 }
 trap cleanup EXIT
+trap "exit 143" TERM INT HUP
 
 for _ in $(seq 100); do
   [ -s "$run/address" ] && break
