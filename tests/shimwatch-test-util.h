@@ -9,7 +9,8 @@
 
 G_BEGIN_DECLS
 
-/* NULL when real shims can run here; otherwise the reason to skip */
+/* NULL when real shims can run here (runc itself is asked, once per process); otherwise
+ * the reason to skip */
 char       *shimwatch_test_real_shim_skip_reason (void);
 
 /* <dir>/rootfs with a static busybox, <dir>/<name>/config.json running argv */

@@ -6,8 +6,14 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-events-server.h"
@@ -359,6 +365,58 @@ test_shim_sigkill (Fixture       *fx,
   g_assert_cmpuint (fx->closed_count, ==, 1);
 }
 
+/* Under systemd on the hybrid and legacy layouts /sys/fs/cgroup is a read-only tmpfs
+ * (the hierarchies below it stay writable) and runc works: the real-shim tests must run
+ * there, not skip as they did when the gate was access("/sys/fs/cgroup", W_OK). Reproduced
+ * in a private mount namespace. This case runs first, so the child asks the gate afresh
+ * (it caches its answer per process). */
+static void
+test_runs_with_readonly_cgroup_root (void)
+{
+  struct statfs fs;
+  int status = 0;
+  pid_t child;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("a private mount namespace needs root");
+      return;
+    }
+  g_assert_no_errno (statfs ("/sys/fs/cgroup", &fs));
+  if (fs.f_type != TMPFS_MAGIC)
+    {
+      g_test_skip ("/sys/fs/cgroup is the cgroup2 hierarchy here, not the tmpfs of the "
+                   "hybrid and legacy layouts this case reproduces");
+      return;
+    }
+
+  child = fork ();
+  g_assert_cmpint (child, >=, 0);
+  if (child == 0)
+    {
+      g_autofree char *reason = NULL;
+
+      if (unshare (CLONE_NEWNS) != 0 ||
+          mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+          mount (NULL, "/sys/fs/cgroup", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
+        {
+          g_printerr ("cannot make /sys/fs/cgroup read-only: %s\n", g_strerror (errno));
+          _exit (2);
+        }
+      if (access ("/sys/fs/cgroup", W_OK) == 0)
+        _exit (3);
+      reason = shimwatch_test_real_shim_skip_reason ();
+      if (reason != NULL)
+        g_printerr ("skip reason with a read-only /sys/fs/cgroup: %s\n", reason);
+      _exit (reason == NULL ? 0 : 1);
+    }
+  g_assert_cmpint (waitpid (child, &status, 0), ==, child);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), !=, 2);
+  g_assert_cmpint (WEXITSTATUS (status), !=, 3);     /* the layout was reproduced */
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);     /* and runc was found to work */
+}
+
 int
 main (int    argc,
       char **argv)
@@ -366,6 +424,8 @@ main (int    argc,
   g_test_init (&argc, &argv, NULL);
   signal (SIGPIPE, SIG_IGN);
 
+  g_test_add_func ("/shim-real/runs-with-readonly-cgroup-root",
+                   test_runs_with_readonly_cgroup_root);
   g_test_add ("/shim-real/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
               fixture_teardown);
   g_test_add ("/shim-real/sigkill", Fixture, NULL, fixture_setup, test_shim_sigkill,
