@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The suite leaves the machine as it found it.
+
+    leak-check.py snapshot STATE    (the first test of the suite)
+    leak-check.py compare STATE     (the last one)
+
+`snapshot` records what exists: processes, shim sockets in /run/containerd/s, every cgroup
+of every hierarchy (each cgroup v1 hierarchy and cgroup2, whole trees, not fixed names),
+mounts, runc containers under the roots the tests and the shims use, and the suite's own
+temporary directories. `compare` waits a while for what the suite started to go away, then
+fails naming everything new that is still there. Output: TAP, one case per kind of thing.
+
+A process counts as the suite's when it was started after the snapshot and carries the
+suite's marker in its environment (SHIMWATCH_TEST_SUITE, set by meson for every test and
+inherited by the daemons, shims and servers the tests start), or sits in a cgroup created
+during the suite (a container: runc gives it a fresh environment), or descends from such a
+process. Other people's processes on a shared machine are not ours to report."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+MARKER = "SHIMWATCH_TEST_SUITE"
+SOCKET_DIR = "/run/containerd/s"
+# runc's default root, and the shims' own default (containerd's /run/containerd/runc/<ns>)
+RUNC_ROOTS = ["/run/runc", "/run/containerd/runc"]
+# what the tests' temporary directories are called (g_dir_make_tmp / mktemp in tests/)
+TMP_PREFIXES = ("sw", "shimwatch-")
+
+
+def read(path, mode="r"):
+    try:
+        with open(path, mode) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def processes():
+    """{pid: (starttime, state, ppid)} of every process (kernel threads included)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read(f"/proc/{entry}/stat")
+        if stat is None:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(entry)] = (int(fields[19]), fields[0], int(fields[1]))
+    return out
+
+
+def cgroup_mounts():
+    """[(label, mount point)] for every cgroup hierarchy: the v1 controllers by their
+    options ("cpu", "name=systemd"), cgroup2 as "cgroup2"."""
+    mounts, seen = [], set()
+    for line in (read("/proc/self/mountinfo") or "").splitlines():
+        before, after = line.split(" - ", 1)
+        fstype, _source, options = after.split(" ", 2)
+        point = before.split(" ")[4]
+        if fstype == "cgroup2":
+            label = "cgroup2"
+        elif fstype == "cgroup":
+            known = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls",
+                     "net_prio", "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc")
+            label = ",".join(o for o in options.split(",") if o in known or o.startswith("name="))
+        else:
+            continue
+        if label not in seen:             # the same hierarchy mounted twice: walk it once
+            seen.add(label)
+            mounts.append((label, point))
+    return mounts
+
+
+def cgroups():
+    out = set()
+    for label, point in cgroup_mounts():
+        for dirpath, dirnames, _ in os.walk(point):
+            for d in dirnames:
+                rel = os.path.relpath(os.path.join(dirpath, d), point)
+                out.add(f"{label}:/{rel}")
+    return out
+
+
+def mounts():
+    out = set()
+    for line in (read("/proc/self/mountinfo") or "").splitlines():
+        before, after = line.split(" - ", 1)
+        fields = before.split(" ")
+        fstype, source = after.split(" ")[:2]
+        out.add(f"{fields[4]} ({fstype} from {source})")
+    return out
+
+
+def sockets():
+    try:
+        return {os.path.join(SOCKET_DIR, n) for n in os.listdir(SOCKET_DIR)}
+    except OSError:
+        return set()
+
+
+def tmp_entries():
+    try:
+        return {os.path.join("/tmp", n) for n in os.listdir("/tmp") if n.startswith(TMP_PREFIXES)}
+    except OSError:
+        return set()
+
+
+def runc_roots(extra_dirs=()):
+    """Every runc root: the defaults, each namespace's root below them, and any runc root
+    inside directories the suite left behind (a root is a directory of <id>/state.json)."""
+    candidates = set()
+    for base in list(RUNC_ROOTS) + list(extra_dirs):
+        for dirpath, dirnames, filenames in os.walk(base):
+            if dirpath.count("/") - base.count("/") > 6:
+                dirnames[:] = []
+                continue
+            if "state.json" in filenames:
+                candidates.add(os.path.dirname(dirpath))
+                dirnames[:] = []
+    return sorted(candidates | {r for r in RUNC_ROOTS if os.path.isdir(r)})
+
+
+def runc_containers(extra_dirs=()):
+    out = {}
+    for root in runc_roots(extra_dirs):
+        try:
+            proc = subprocess.run(["runc", "--root", root, "list", "--format", "json"],
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out[f"{root}: runc list failed: {e}"] = ""
+            continue
+        for c in json.loads(proc.stdout or "null") or []:
+            out[f"{root}:{c['id']}"] = (f"pid {c.get('pid')}, {c.get('status')}, "
+                                        f"bundle {c.get('bundle')}")
+    return out
+
+
+def snapshot():
+    return {
+        "processes": {str(pid): info[0] for pid, info in processes().items()},
+        "sockets": sorted(sockets()),
+        "cgroups": sorted(cgroups()),
+        "mounts": sorted(mounts()),
+        "runc": sorted(runc_containers()),
+        "tmp": sorted(tmp_entries()),
+    }
+
+
+def describe(pid):
+    cmdline = (read(f"/proc/{pid}/cmdline") or "").replace("\0", " ").strip()
+    cgroup = [l.split(":", 2)[2] for l in (read(f"/proc/{pid}/cgroup") or "").splitlines()]
+    cgroup = sorted(set(c for c in cgroup if c != "/"))
+    return f"pid {pid}: {cmdline or '?'} (cgroup {', '.join(cgroup) or '/'})"
+
+
+def new_processes(before, new_cgroups, marker):
+    """The suite's processes started after the snapshot that still run."""
+    me = os.getpid()
+    now = processes()
+    fresh = {pid: info for pid, info in now.items()
+             if before.get(str(pid)) != info[0] and info[1] not in "ZX" and pid != me}
+    cgroup_paths = {c.split(":", 1)[1] for c in new_cgroups}
+    ours = set()
+    for pid in fresh:
+        environ = read(f"/proc/{pid}/environ", "rb") or b""
+        if marker and f"{MARKER}={marker}".encode() in environ.split(b"\0"):
+            ours.add(pid)
+            continue
+        for line in (read(f"/proc/{pid}/cgroup") or "").splitlines():
+            if line.split(":", 2)[2] in cgroup_paths:
+                ours.add(pid)
+                break
+    changed = True
+    while changed:                  # and whatever they started
+        changed = False
+        for pid, info in fresh.items():
+            if pid not in ours and info[2] in ours:
+                ours.add(pid)
+                changed = True
+    return sorted(ours)
+
+
+def leftovers(state, marker):
+    cg = sorted(cgroups() - set(state["cgroups"]))
+    tmp = sorted(tmp_entries() - set(state["tmp"]))
+    containers = runc_containers(tmp)
+    return {
+        "processes": [describe(p) for p in new_processes(state["processes"], cg, marker)],
+        "sockets": sorted(sockets() - set(state["sockets"])),
+        "cgroups": cg,
+        "mounts": sorted(mounts() - set(state["mounts"])),
+        "runc": [f"{k} ({v})" for k, v in sorted(containers.items()) if k not in state["runc"]],
+        "tmp": tmp,
+    }
+
+
+CASES = [
+    ("processes", "no process started by the suite still runs"),
+    ("sockets", f"no shim socket left in {SOCKET_DIR}"),
+    ("cgroups", "no cgroup left in any hierarchy"),
+    ("mounts", "no mount left"),
+    ("runc", "no runc container left"),
+    ("tmp", "no temporary directory of the suite left in /tmp"),
+]
+
+
+def main():
+    mode, path = sys.argv[1], sys.argv[2]
+    if mode == "snapshot":
+        state = snapshot()
+        with open(path + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(path + ".tmp", path)
+        print("1..1")
+        print(f"ok 1 - machine state recorded: {len(state['processes'])} processes, "
+              f"{len(state['sockets'])} shim sockets, {len(state['cgroups'])} cgroups, "
+              f"{len(state['mounts'])} mounts, {len(state['runc'])} runc containers")
+        return 0
+
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except OSError:
+        print("1..0 # SKIP no snapshot from this run: run the whole suite (or --suite leaks)")
+        return 77
+    os.unlink(path)                 # one snapshot, one comparison
+    marker = os.environ.get(MARKER)
+    # what the last tests stopped may take a moment to go (shims exit, runc deletes)
+    deadline = time.monotonic() + float(os.environ.get("SHIMWATCH_LEAK_GRACE", "15"))
+    while True:
+        left = leftovers(state, marker)
+        if not any(left.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+
+    print(f"1..{len(CASES)}")
+    for n, (key, what) in enumerate(CASES, 1):
+        if left[key]:
+            print(f"# left behind by the suite ({len(left[key])}):")
+            for item in left[key]:
+                print(f"#   {item}")
+            print(f"not ok {n} - {what}")
+        else:
+            print(f"ok {n} - {what}")
+    return 1 if any(left.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
