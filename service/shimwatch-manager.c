@@ -136,7 +136,7 @@ shim_finished_cb (ShimwatchShim    *shim,
                   gboolean          cleanup_failed,
                   ShimwatchManager *self)
 {
-  g_autoptr(ShimwatchShim) keep = g_object_ref (shim);
+  g_autoptr(ShimwatchShim) keep G_GNUC_UNUSED = g_object_ref (shim);
   g_autofree char *key = task_key (shimwatch_shim_get_namespace (shim),
                                    shimwatch_shim_get_id (shim));
 
@@ -409,7 +409,7 @@ parse_create_options (CreateData  *data,
   g_variant_iter_init (&iter, options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      g_autoptr(GVariant) owned = value;
+      g_autoptr(GVariant) owned G_GNUC_UNUSED = value;
       const GVariantType *expected = G_VARIANT_TYPE_STRING;
       int stdio_index = -1;
 
@@ -731,7 +731,7 @@ handle_reap (ShimwatchDbusManager  *iface,
   g_variant_iter_init (&iter, arg_options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      g_autoptr(GVariant) owned = value;
+      g_autoptr(GVariant) owned G_GNUC_UNUSED = value;
 
       if (!g_str_equal (key, "timeout"))
         {

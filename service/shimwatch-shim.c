@@ -728,7 +728,7 @@ resume_waiting_calls (ShimwatchShim *self,
   for (guint i = 0; i < waiting->len; i++)
     {
       g_autofree AuthData *auth = g_ptr_array_index (waiting, i);
-      g_autoptr(ShimwatchShim) keep = auth->self;
+      g_autoptr(ShimwatchShim) keep G_GNUC_UNUSED = auth->self;
 
       if (stopping)
         g_dbus_method_invocation_return_error (auth->invocation, SHIMWATCH_ERROR,

@@ -173,7 +173,7 @@ write_ready_cb (GSocket      *socket,
                 gpointer      user_data)
 {
   ShimwatchTtrpc *self = user_data;
-  g_autoptr(ShimwatchTtrpc) keep = g_object_ref (self);
+  g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
 
   g_clear_pointer (&self->write_source, g_source_unref);
   flush_output (self);
@@ -409,7 +409,7 @@ read_ready_cb (GSocket      *socket,
                gpointer      user_data)
 {
   ShimwatchTtrpc *self = user_data;
-  g_autoptr(ShimwatchTtrpc) keep = g_object_ref (self);
+  g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
   guint8 chunk[READ_CHUNK];
 
   for (;;)

@@ -453,9 +453,6 @@ test_oversize_frame (Fixture       *fx,
   ShimwatchTtrpcHeader h;
   ShimwatchTtrpcHeader big;
   g_autoptr(GBytes) req = NULL;
-  g_autoptr(GBytes) payload = connect_response_payload (7);
-  g_autoptr(GBytes) body = shimwatch_wire_encode_response (0, NULL, payload);
-  g_autoptr(GByteArray) out = NULL;
   g_autofree guint8 *zeros = g_malloc0 (65536);
   guint8 raw[SHIMWATCH_TTRPC_HEADER_LENGTH];
   gsize remaining = 5u << 20;
