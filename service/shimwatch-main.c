@@ -14,8 +14,12 @@
 #include <glib/gi18n.h>
 #include <glib-unix.h>
 
+#include "shimwatch-instance-lock.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
+
+/* exit status when another shimwatchd already serves the runtime directory */
+#define EXIT_ALREADY_RUNNING 3
 
 typedef struct {
   GMainLoop        *loop;
@@ -138,6 +142,7 @@ main (int    argc,
   gboolean version = FALSE;
   Daemon daemon = { 0 };
   guint owner_id;
+  int lock_fd;
   const GOptionEntry entries[] = {
     { "session", 0, 0, G_OPTION_ARG_NONE, &session,
       N_("Use the session bus instead of the system bus (development)"), NULL },
@@ -221,6 +226,16 @@ main (int    argc,
   if (geteuid () != 0)
     g_warning ("running as uid %u: real shims and runc need root", (guint) geteuid ());
 
+  /* before anything in the runtime directory is touched: a second instance must not
+   * replace the live events socket of the first */
+  lock_fd = shimwatch_instance_lock_acquire (config->runtime_dir, &error);
+  if (lock_fd < 0)
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      return g_error_matches (error, G_IO_ERROR, G_IO_ERROR_BUSY) ? EXIT_ALREADY_RUNNING
+                                                                  : EXIT_FAILURE;
+    }
+
   daemon.session = session;
   daemon.manager = shimwatch_manager_new (config, &error);
   if (daemon.manager == NULL)
@@ -272,5 +287,6 @@ main (int    argc,
   g_clear_object (&daemon.connection);
   g_clear_object (&daemon.manager);
   g_main_loop_unref (daemon.loop);
+  close (lock_fd);
   return daemon.exit_status;
 }
