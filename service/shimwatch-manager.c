@@ -377,6 +377,18 @@ create_authorized_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
+  if (g_hash_table_contains (self->shims, data->key) ||
+      g_hash_table_contains (self->reserved, data->key))
+    {
+      g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_ALREADY_EXISTS,
+                                             "task %s is already supervised", data->key);
+      create_data_free (data);
+      return;
+    }
+  g_hash_table_add (self->reserved, g_strdup (data->key));
+  data->reserved = TRUE;
+
   data->shim_binary = shimwatch_launcher_resolve_runtime (self->launcher, data->runtime, &error);
   if (data->shim_binary == NULL)
     {
@@ -491,18 +503,8 @@ handle_create_task (ShimwatchDbusManager  *iface,
       create_data_free (data);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
-  if (g_hash_table_contains (self->shims, data->key) ||
-      g_hash_table_contains (self->reserved, data->key))
-    {
-      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
-                                             SHIMWATCH_ERROR_ALREADY_EXISTS,
-                                             "task %s is already supervised", data->key);
-      create_data_free (data);
-      return G_DBUS_METHOD_INVOCATION_HANDLED;
-    }
-  g_hash_table_add (self->reserved, g_strdup (data->key));
-  data->reserved = TRUE;
-
+  /* nothing is reserved before polkit said yes: an unauthorized caller must not be able
+   * to hold a name against an authorized one */
   shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_MANAGE,
                                    data->namespace_, data->id, create_authorized_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
