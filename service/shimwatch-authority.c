@@ -8,18 +8,53 @@
 
 #include "shimwatch-authority.h"
 #include "shimwatch-error.h"
+#include "shimwatch-fair-queue.h"
 #include "shimwatch-names.h"
+
+/* Bounds on polkit checks. dbus-daemon lets one connection wait for at most 128 replies
+ * (max_replies_per_connection); past that it answers LimitsExceeded, for everyone's calls.
+ * So the service asks polkit about a bounded number of calls at once, queues the rest
+ * fairly by uid, and refuses with Busy what would wait beyond a caller's share. */
+#define MAX_CHECKS_PER_NAME    32    /* unanswered checks of one bus connection */
+#define MAX_CHECKS_PER_UID     64    /* queued or running, all connections of one uid */
+#define MAX_CHECKS_QUEUED      1024  /* queued or running, everyone */
+#define MAX_CHECKS_RUNNING     16    /* sent to polkit and not answered yet */
+#define MAX_RUNNING_PER_UID    4
+#define BUSY_LOG_INTERVAL_US   G_USEC_PER_SEC
 
 struct _ShimwatchAuthority
 {
-  GObject          parent_instance;
+  GObject             parent_instance;
 
-  GDBusConnection *connection;
-  gboolean         use_polkit;
-  PolkitAuthority *polkit;     /* NULL until the first check needs it */
+  GDBusConnection    *connection;
+  gboolean            use_polkit;
+  PolkitAuthority    *polkit;     /* NULL until polkit_authority_get_async() answered */
+  gboolean            getting_polkit;
+  GHashTable         *callers;    /* unique bus name → Caller, while it has checks */
+  ShimwatchFairQueue *queue;      /* GTasks whose caller's uid is known */
+  gint64              busy_logged_at;
+  guint               busy_unlogged;
 };
 
 G_DEFINE_TYPE (ShimwatchAuthority, shimwatch_authority, G_TYPE_OBJECT)
+
+/* one bus connection with checks under way; its uid is asked once for all of them (a
+ * unique name is never reused, and the uid of a connection never changes) */
+typedef struct {
+  char     *sender;
+  guint     n_checks;        /* not answered yet, in any stage */
+  gboolean  uid_known;
+  guint32   uid;
+  GQueue    waiting_for_uid; /* GTasks */
+} Caller;
+
+static void
+caller_free (Caller *caller)
+{
+  g_queue_clear (&caller->waiting_for_uid);
+  g_free (caller->sender);
+  g_free (caller);
+}
 
 typedef struct {
   char                        *sender;
@@ -84,36 +119,98 @@ shimwatch_authority_result_to_error (gboolean     authorized,
   return FALSE;
 }
 
+/* -- answering: every check ends here, once ------------------------------------------- */
+
+static void dispatch (ShimwatchAuthority *self);
+
+/* the caller's share is freed once its check is answered */
+static void
+release_caller (ShimwatchAuthority *self,
+                const char         *sender)
+{
+  Caller *caller = g_hash_table_lookup (self->callers, sender);
+
+  g_return_if_fail (caller != NULL && caller->n_checks > 0);
+  if (--caller->n_checks == 0)
+    g_hash_table_remove (self->callers, sender);
+}
+
+static void
+answer (GTask  *task,
+        GError *error)
+{
+  ShimwatchAuthority *self = g_task_get_source_object (task);
+  CheckData *data = g_task_get_task_data (task);
+
+  release_caller (self, data->sender);
+  if (error != NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+/* a flood is refused with one line a second, not one per call */
+static void
+log_busy (ShimwatchAuthority *self,
+          const CheckData    *data,
+          const char         *reason)
+{
+  gint64 now = g_get_monotonic_time ();
+  g_autofree char *text = NULL;
+
+  if (self->busy_logged_at != 0 && now - self->busy_logged_at < BUSY_LOG_INTERVAL_US)
+    {
+      self->busy_unlogged++;
+      return;
+    }
+  text = self->busy_unlogged > 0
+           ? g_strdup_printf ("busy: %s (and %u more refused in the last second)", reason,
+                              self->busy_unlogged)
+           : g_strdup_printf ("busy: %s", reason);
+  self->busy_logged_at = now;
+  self->busy_unlogged = 0;
+  audit (data, text);
+}
+
+/* -- polkit ----------------------------------------------------------------------------- */
+
 static void
 polkit_checked_cb (GObject      *source,
                    GAsyncResult *result,
                    gpointer      user_data)
 {
-  g_autoptr(GTask) task = user_data;
+  GTask *task = user_data;
+  ShimwatchAuthority *self = g_object_ref (g_task_get_source_object (task));
   CheckData *data = g_task_get_task_data (task);
-  g_autoptr(PolkitAuthorizationResult) answer = NULL;
+  g_autoptr(PolkitAuthorizationResult) answered = NULL;
   g_autoptr(GError) error = NULL;
 
-  answer = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), result, &error);
-  if (answer == NULL)
+  shimwatch_fair_queue_done (self->queue, data->uid);
+  answered = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), result,
+                                                          &error);
+  if (answered == NULL)
     {
       audit (data, "polkit failed");
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
-                               "cannot check authorization for %s: %s", data->action_id,
-                               error->message);
-      return;
+      answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                                 "cannot check authorization for %s: %s", data->action_id,
+                                 error->message));
     }
-  if (!shimwatch_authority_result_to_error (polkit_authorization_result_get_is_authorized (answer),
-                                            polkit_authorization_result_get_is_challenge (answer),
-                                            polkit_authorization_result_get_dismissed (answer),
-                                            data->interactive, data->action_id, &error))
+  else if (!shimwatch_authority_result_to_error (polkit_authorization_result_get_is_authorized (answered),
+                                                 polkit_authorization_result_get_is_challenge (answered),
+                                                 polkit_authorization_result_get_dismissed (answered),
+                                                 data->interactive, data->action_id, &error))
     {
       audit (data, error->message);
-      g_task_return_error (task, g_steal_pointer (&error));
-      return;
+      answer (task, g_steal_pointer (&error));
     }
-  audit (data, "authorized");
-  g_task_return_boolean (task, TRUE);
+  else
+    {
+      audit (data, "authorized");
+      answer (task, NULL);
+    }
+  dispatch (self);
+  g_object_unref (self);
 }
 
 static void
@@ -123,18 +220,7 @@ check_with_polkit (ShimwatchAuthority *self,
   CheckData *data = g_task_get_task_data (task);
   g_autoptr(PolkitSubject) subject = polkit_system_bus_name_new (data->sender);
   g_autoptr(PolkitDetails) details = polkit_details_new ();
-  g_autoptr(GError) error = NULL;
 
-  if (self->polkit == NULL)
-    self->polkit = polkit_authority_get_sync (NULL, &error);
-  if (self->polkit == NULL)
-    {
-      audit (data, "polkit not available");
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
-                               "polkit is not available: %s", error->message);
-      g_object_unref (task);
-      return;
-    }
   if (data->namespace_ != NULL)
     polkit_details_insert (details, "namespace", data->namespace_);
   if (data->id != NULL)
@@ -148,45 +234,136 @@ check_with_polkit (ShimwatchAuthority *self,
 }
 
 static void
-get_uid_cb (GObject      *source,
-            GAsyncResult *result,
-            gpointer      user_data)
+got_polkit_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
 {
-  GTask *task = user_data;
-  ShimwatchAuthority *self = g_task_get_source_object (task);
-  CheckData *data = g_task_get_task_data (task);
-  g_autoptr(GVariant) reply = NULL;
+  g_autoptr(ShimwatchAuthority) self = user_data;
   g_autoptr(GError) error = NULL;
+  GTask *task;
+  guint32 uid;
 
-  reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
-  if (reply == NULL)
+  self->getting_polkit = FALSE;
+  self->polkit = polkit_authority_get_finish (result, &error);
+  if (self->polkit != NULL)
     {
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED,
-                               "cannot identify the caller %s: %s", data->sender,
-                               error->message);
-      g_object_unref (task);
+      dispatch (self);
       return;
     }
-  g_variant_get (reply, "(u)", &data->uid);
+  /* what waits now fails; the next check asks again */
+  g_warning ("polkit is not available: %s", error->message);
+  while ((task = shimwatch_fair_queue_pop (self->queue, &uid)) != NULL)
+    {
+      CheckData *data = g_task_get_task_data (task);
+
+      shimwatch_fair_queue_done (self->queue, uid);
+      audit (data, "polkit not available");
+      answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                                 "polkit is not available: %s", error->message));
+    }
+}
+
+/* start as many queued checks as the bounds allow, the callers' uids in turn */
+static void
+dispatch (ShimwatchAuthority *self)
+{
+  GTask *task;
+
+  if (shimwatch_fair_queue_get_n_queued (self->queue) == 0)
+    return;
+  if (self->polkit == NULL)
+    {
+      /* never blocking: the main loop serves everyone else meanwhile */
+      if (!self->getting_polkit)
+        {
+          self->getting_polkit = TRUE;
+          polkit_authority_get_async (NULL, got_polkit_cb, g_object_ref (self));
+        }
+      return;
+    }
+  while ((task = shimwatch_fair_queue_pop (self->queue, NULL)) != NULL)
+    check_with_polkit (self, task);
+}
+
+/* -- the caller's uid, then the queue ---------------------------------------------------- */
+
+static void
+decide (ShimwatchAuthority *self,
+        GTask              *task)
+{
+  CheckData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
 
   if (self->use_polkit)
     {
-      check_with_polkit (self, task);
+      if (!shimwatch_fair_queue_push (self->queue, data->uid, task, &error))
+        {
+          log_busy (self, data, error->message);
+          answer (task, g_steal_pointer (&error));
+          return;
+        }
+      dispatch (self);
       return;
     }
   /* development on a session bus: no polkit to ask */
   if (data->uid != 0 && data->uid != geteuid ())
     {
       audit (data, "denied (no polkit: only root and the service's user)");
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED,
-                               "not authorized for %s", data->action_id);
+      answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED,
+                                 "not authorized for %s", data->action_id));
     }
   else
     {
       audit (data, "authorized");
-      g_task_return_boolean (task, TRUE);
+      answer (task, NULL);
     }
-  g_object_unref (task);
+}
+
+typedef struct {
+  ShimwatchAuthority *self;
+  char               *sender;
+} LookupData;
+
+static void
+get_uid_cb (GObject      *source,
+            GAsyncResult *result,
+            gpointer      user_data)
+{
+  LookupData *lookup = user_data;
+  g_autoptr(ShimwatchAuthority) self = lookup->self;
+  g_autofree char *sender = lookup->sender;
+  g_autoptr(GVariant) reply = NULL;
+  g_autoptr(GError) error = NULL;
+  Caller *caller;
+  GQueue waiting;
+  GTask *task;
+
+  g_free (lookup);
+  caller = g_hash_table_lookup (self->callers, sender);
+  g_return_if_fail (caller != NULL);
+  reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
+  if (reply != NULL)
+    {
+      g_variant_get (reply, "(u)", &caller->uid);
+      caller->uid_known = TRUE;
+    }
+  /* answering may free the caller: work on a copy of its list */
+  waiting = caller->waiting_for_uid;
+  g_queue_init (&caller->waiting_for_uid);
+  while ((task = g_queue_pop_head (&waiting)) != NULL)
+    {
+      CheckData *data = g_task_get_task_data (task);
+
+      if (reply == NULL)
+        {
+          answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED,
+                                     "cannot identify the caller %s: %s", sender,
+                                     error->message));
+          continue;
+        }
+      data->uid = caller->uid;
+      decide (self, task);
+    }
 }
 
 void
@@ -201,6 +378,7 @@ shimwatch_authority_check_async (ShimwatchAuthority    *self,
   GDBusMessage *message = g_dbus_method_invocation_get_message (invocation);
   GTask *task;
   CheckData *data;
+  Caller *caller;
 
   g_return_if_fail (SHIMWATCH_IS_AUTHORITY (self));
 
@@ -224,11 +402,49 @@ shimwatch_authority_check_async (ShimwatchAuthority    *self,
       g_object_unref (task);
       return;
     }
-  /* the uid is for the audit line; polkit decides from the bus name itself */
-  g_dbus_connection_call (self->connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                          "org.freedesktop.DBus", "GetConnectionUnixUser",
-                          g_variant_new ("(s)", data->sender), G_VARIANT_TYPE ("(u)"),
-                          G_DBUS_CALL_FLAGS_NONE, -1, NULL, get_uid_cb, task);
+
+  caller = g_hash_table_lookup (self->callers, data->sender);
+  if (caller != NULL && caller->n_checks >= MAX_CHECKS_PER_NAME)
+    {
+      g_autoptr(GError) error = NULL;
+
+      if (caller->uid_known)
+        data->uid = caller->uid;
+      error = g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY,
+                           "too many requests of %s are waiting for authorization (limit %u); "
+                           "try again later", data->sender, MAX_CHECKS_PER_NAME);
+      log_busy (self, data, error->message);
+      g_task_return_error (task, g_steal_pointer (&error));
+      g_object_unref (task);
+      return;
+    }
+  if (caller == NULL)
+    {
+      caller = g_new0 (Caller, 1);
+      caller->sender = g_strdup (data->sender);
+      g_queue_init (&caller->waiting_for_uid);
+      g_hash_table_insert (self->callers, caller->sender, caller);
+    }
+  caller->n_checks++;
+  if (caller->uid_known)
+    {
+      data->uid = caller->uid;
+      decide (self, task);
+      return;
+    }
+  g_queue_push_tail (&caller->waiting_for_uid, task);
+  if (caller->waiting_for_uid.length == 1)
+    {
+      LookupData *lookup = g_new0 (LookupData, 1);
+
+      lookup->self = g_object_ref (self);
+      lookup->sender = g_strdup (data->sender);
+      /* the uid is for the queue and the audit line; polkit decides from the bus name */
+      g_dbus_connection_call (self->connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                              "org.freedesktop.DBus", "GetConnectionUnixUser",
+                              g_variant_new ("(s)", data->sender), G_VARIANT_TYPE ("(u)"),
+                              G_DBUS_CALL_FLAGS_NONE, -1, NULL, get_uid_cb, lookup);
+    }
 }
 
 gboolean
@@ -248,14 +464,11 @@ shimwatch_authority_new (GDBusConnection *connection,
 
   self->connection = g_object_ref (connection);
   self->use_polkit = use_polkit;
+  /* asked once now, without blocking; a failure is retried by the next check */
   if (use_polkit)
     {
-      g_autoptr(GError) error = NULL;
-
-      /* once, at start-up; a failure here is retried at the first check */
-      self->polkit = polkit_authority_get_sync (NULL, &error);
-      if (self->polkit == NULL)
-        g_warning ("polkit is not available yet: %s", error->message);
+      self->getting_polkit = TRUE;
+      polkit_authority_get_async (NULL, got_polkit_cb, g_object_ref (self));
     }
   return self;
 }
@@ -267,6 +480,8 @@ shimwatch_authority_finalize (GObject *object)
 
   g_clear_object (&self->connection);
   g_clear_object (&self->polkit);
+  g_hash_table_unref (self->callers);
+  shimwatch_fair_queue_free (self->queue);
   G_OBJECT_CLASS (shimwatch_authority_parent_class)->finalize (object);
 }
 
@@ -279,4 +494,14 @@ shimwatch_authority_class_init (ShimwatchAuthorityClass *klass)
 static void
 shimwatch_authority_init (ShimwatchAuthority *self)
 {
+  const ShimwatchFairQueueLimits limits = {
+    .max_running = MAX_CHECKS_RUNNING,
+    .max_running_per_uid = MAX_RUNNING_PER_UID,
+    .max_queued = MAX_CHECKS_QUEUED,
+    .max_queued_per_uid = MAX_CHECKS_PER_UID,
+  };
+
+  self->callers = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                         (GDestroyNotify) caller_free);
+  self->queue = shimwatch_fair_queue_new (&limits);
 }

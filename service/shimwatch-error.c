@@ -16,6 +16,7 @@ static const GDBusErrorEntry shimwatch_error_entries[] = {
   { SHIMWATCH_ERROR_NOT_AUTHORIZED, ERROR_PREFIX "NotAuthorized" },
   { SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN, ERROR_PREFIX "NotAuthorizedCanObtain" },
   { SHIMWATCH_ERROR_SHIM_FAILED, ERROR_PREFIX "ShimFailed" },
+  { SHIMWATCH_ERROR_BUSY, ERROR_PREFIX "Busy" },
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (shimwatch_error_entries) == SHIMWATCH_N_ERRORS);
 

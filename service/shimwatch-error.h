@@ -18,8 +18,9 @@ typedef enum {
   SHIMWATCH_ERROR_NOT_AUTHORIZED,
   SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN,
   SHIMWATCH_ERROR_SHIM_FAILED,
+  SHIMWATCH_ERROR_BUSY,                 /* API 1.1: a limit was hit; try again later */
 } ShimwatchError;
-#define SHIMWATCH_N_ERRORS (SHIMWATCH_ERROR_SHIM_FAILED + 1)
+#define SHIMWATCH_N_ERRORS (SHIMWATCH_ERROR_BUSY + 1)
 
 #define SHIMWATCH_ERROR (shimwatch_error_quark ())
 GQuark shimwatch_error_quark (void);

@@ -16,6 +16,7 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-error.h"
+#include "shimwatch-fair-queue.h"
 #include "shimwatch-records.h"
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-ttrpc.h"
@@ -107,7 +108,9 @@ static void
 test_error_names (void)
 {
   const char *names[] = { "Failed", "InvalidArgument", "NotFound", "AlreadyExists", "BadState",
-                          "NotAuthorized", "NotAuthorizedCanObtain", "ShimFailed" };
+                          "NotAuthorized", "NotAuthorizedCanObtain", "ShimFailed", "Busy" };
+
+  g_assert_cmpuint (G_N_ELEMENTS (names), ==, SHIMWATCH_N_ERRORS);
 
   for (guint code = 0; code < G_N_ELEMENTS (names); code++)
     {
@@ -611,6 +614,91 @@ test_records_pending_mark (void)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
+/* -- the bounded, fair queue of authorization checks ------------------------------------ */
+
+#define ITEM(uid, n) GUINT_TO_POINTER ((uid) * 1000 + (n) + 1)
+
+/* a flood from one uid does not delay another uid's item by more than one turn */
+static void
+test_fair_queue_round_robin (void)
+{
+  const ShimwatchFairQueueLimits limits = { .max_running = 1, .max_running_per_uid = 1,
+                                            .max_queued = 100, .max_queued_per_uid = 50 };
+  g_autoptr(ShimwatchFairQueue) queue = shimwatch_fair_queue_new (&limits);
+  guint32 uid = 0;
+  gpointer item;
+
+  for (guint n = 0; n < 40; n++)
+    g_assert_true (shimwatch_fair_queue_push (queue, 65534, ITEM (65534, n), NULL));
+  g_assert_true (shimwatch_fair_queue_push (queue, 0, ITEM (0, 0), NULL));
+  g_assert_true (shimwatch_fair_queue_push (queue, 0, ITEM (0, 1), NULL));
+
+  /* the flooder's first item, then root's, then the flooder's again, root's again */
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (65534, 0));
+  g_assert_null (shimwatch_fair_queue_pop (queue, NULL));     /* one may run at a time */
+  shimwatch_fair_queue_done (queue, uid);
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (0, 0));
+  g_assert_cmpuint (uid, ==, 0);
+  shimwatch_fair_queue_done (queue, uid);
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (65534, 1));
+  shimwatch_fair_queue_done (queue, uid);
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (0, 1));
+  shimwatch_fair_queue_done (queue, uid);
+  /* root is done; the flooder's items come in their order */
+  for (guint n = 2; n < 40; n++)
+    {
+      item = shimwatch_fair_queue_pop (queue, &uid);
+      g_assert_true (item == ITEM (65534, n));
+      shimwatch_fair_queue_done (queue, uid);
+    }
+  g_assert_null (shimwatch_fair_queue_pop (queue, NULL));
+  g_assert_cmpuint (shimwatch_fair_queue_get_n_queued (queue), ==, 0);
+  g_assert_cmpuint (shimwatch_fair_queue_get_n_running (queue), ==, 0);
+}
+
+static void
+test_fair_queue_limits (void)
+{
+  const ShimwatchFairQueueLimits limits = { .max_running = 4, .max_running_per_uid = 2,
+                                            .max_queued = 10, .max_queued_per_uid = 6 };
+  g_autoptr(ShimwatchFairQueue) queue = shimwatch_fair_queue_new (&limits);
+  g_autoptr(GError) error = NULL;
+  guint32 uid;
+
+  /* a uid's share: waiting and running together */
+  for (guint n = 0; n < 6; n++)
+    g_assert_true (shimwatch_fair_queue_push (queue, 1000, ITEM (1000, n), NULL));
+  g_assert_false (shimwatch_fair_queue_push (queue, 1000, ITEM (1000, 6), &error));
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY);
+  g_clear_error (&error);
+
+  /* at most two of one uid run at once, even with room for more */
+  g_assert_nonnull (shimwatch_fair_queue_pop (queue, &uid));
+  g_assert_nonnull (shimwatch_fair_queue_pop (queue, &uid));
+  g_assert_null (shimwatch_fair_queue_pop (queue, &uid));
+  g_assert_false (shimwatch_fair_queue_push (queue, 1000, ITEM (1000, 6), NULL));
+
+  /* another uid still has its share, up to the total */
+  for (guint n = 0; n < 4; n++)
+    g_assert_true (shimwatch_fair_queue_push (queue, 0, ITEM (0, n), NULL));
+  g_assert_false (shimwatch_fair_queue_push (queue, 0, ITEM (0, 4), &error));
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY);
+  g_assert_false (shimwatch_fair_queue_push (queue, 7, ITEM (7, 0), NULL));
+  g_assert_cmpuint (shimwatch_fair_queue_get_n_queued (queue), ==, 10);
+
+  /* and runs at once, beside the other's two */
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (0, 0));
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (0, 1));
+  g_assert_null (shimwatch_fair_queue_pop (queue, &uid));       /* four run: the total */
+  g_assert_cmpuint (shimwatch_fair_queue_get_n_running (queue), ==, 4);
+
+  /* an answer frees a share */
+  shimwatch_fair_queue_done (queue, 1000);
+  g_assert_true (shimwatch_fair_queue_push (queue, 1000, ITEM (1000, 6), NULL));
+  g_assert_true (shimwatch_fair_queue_pop (queue, &uid) == ITEM (1000, 2));
+  g_assert_cmpuint (uid, ==, 1000);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -621,6 +709,8 @@ main (int    argc,
   g_test_add_func ("/service/error-names", test_error_names);
   g_test_add_func ("/service/error-convert", test_error_convert);
   g_test_add_func ("/service/authority-results", test_authority_results);
+  g_test_add_func ("/service/fair-queue/round-robin", test_fair_queue_round_robin);
+  g_test_add_func ("/service/fair-queue/limits", test_fair_queue_limits);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
