@@ -6,6 +6,7 @@ shimwatch-test-shim where a fault is needed. Output is TAP, one line per test.""
 
 import errno
 import hashlib
+import json
 import os
 import random
 import re
@@ -798,6 +799,128 @@ class PolkitTests(ShimwatchTestCase):
         rc, _, name = call_as(self.NOBODY, MANAGER_PATH, "org.example.Nope.Method")
         self.assertNotEqual(rc, 0)
         self.assertEqual(name, "org.freedesktop.DBus.Error.AccessDenied")
+
+
+FLOOD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dbus_flood.py")
+
+
+def start_flood(uid, *args):
+    """tests/dbus_flood.py as another user; returns once its first calls are on the wire."""
+    proc = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                             "/usr/bin/python3", FLOOD] + list(args),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() != "started":
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the flood did not start: {line!r} {err}")
+    return proc
+
+
+def finish_flood(proc, timeout=60):
+    """Closes the flood's stdin (--until-eof ends it) and returns its report."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"the flood did not end within {timeout} s")
+    if proc.returncode != 0:
+        raise AssertionError(f"the flood failed ({proc.returncode}): {err}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+class DenialOfServiceTests(ShimwatchTestCase):
+    """An unprivileged caller, a second instance or a hostile peer on the events socket
+    cannot take the service away from root (issue 8 items 6, 7, 8)."""
+
+    NOBODY = 65534
+    REFUSED = {ERROR + "NotAuthorizedCanObtain", ERROR + "Busy"}
+
+    def reap(self, namespace, task_id):
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   (namespace, task_id, {})), (137,))
+
+    def test_unauthorized_creates_reserve_no_name(self):
+        """A flood of CreateTask from a caller polkit refuses holds no name: root's
+        CreateTask for the same names succeeds, and the flood hears only refusals."""
+        ids = [f"contested{i}" for i in range(4)]
+        flood = start_flood(self.NOBODY, "--connections", "2", "--outstanding", "8",
+                            "--until-eof", "--method", "CreateTask", "--namespace", "dos",
+                            "--ids", ",".join(ids), "--bundle", self.bundle)
+        created = []
+        try:
+            for task_id in ids:
+                created.append(self.create_task("dos", task_id, self.bundle,
+                                                {"runtime": GLib.Variant("s", TEST_RUNTIME)}))
+        finally:
+            report = finish_flood(flood)
+            for path in created:
+                self.reap("dos", path.rsplit("/", 1)[1])
+        print(f"# flood during root's creates: {report}")
+        self.assertEqual(len(created), len(ids))
+        self.assertGreater(report["sent"], 16)
+        # refused for what the caller may do, never told a name is taken
+        self.assertEqual(set(report["outcomes"]) - self.REFUSED, set(), report)
+
+    def test_polkit_checks_are_bounded_and_fair(self):
+        """A burst of 400 calls from one unprivileged user (4 connections) is answered with
+        refusals or Busy, never Failed, and root's calls meanwhile are all authorized."""
+        flood = start_flood(self.NOBODY, "--connections", "4", "--outstanding", "100",
+                            "--total", "400", "--method", "Reap", "--namespace", "dos",
+                            "--ids", "ghost")
+        answers = []
+
+        def answered(connection, result, _):
+            try:
+                connection.call_finish(result)
+                answers.append("ok")
+            except GLib.Error as e:
+                answers.append(Gio.DBusError.get_remote_error(e) or e.message)
+        for i in range(30):
+            self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "Reap",
+                          GLib.Variant("(ssa{sv})", ("dos", f"nothing{i}", {})), None,
+                          Gio.DBusCallFlags.NONE, 60000, None, answered, None)
+        wait_until(lambda: len(answers) == 30, 30, "root's 30 calls to be answered")
+        report = finish_flood(flood)
+        print(f"# flood: {report}")
+        # authorized, then nothing found: each of root's calls went through polkit
+        self.assertEqual(answers, [ERROR + "NotFound"] * 30)
+        self.assertEqual(report["sent"], 400)
+        self.assertEqual(sum(report["outcomes"].values()), 400)
+        self.assertEqual(set(report["outcomes"]) - self.REFUSED, set(), report)
+        self.assertGreater(report["outcomes"].get(ERROR + "Busy", 0), 0, report)
+        # the flood is over and left nothing queued: root creates at once
+        path = self.create_task("dos", "afterwards", self.bundle,
+                                {"runtime": GLib.Variant("s", TEST_RUNTIME)})
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.reap("dos", "afterwards")
+        with open(self.log_path) as f:
+            self.assertIn("busy: too many requests", f.read())
+
+    def test_second_instance_leaves_the_first_alone(self):
+        events = os.path.join(self.runtime_dir, "events.sock")
+        before = os.stat(events)
+        proc = subprocess.run(WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
+                                                 "--config", self.config],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 3, proc.stderr)
+        self.assertIn(f"another shimwatchd (pid {self.daemon.pid}) already serves the runtime "
+                      f"directory {self.runtime_dir}", proc.stderr)
+        self.assertEqual(os.stat(events).st_ino, before.st_ino)
+        # the first still hears from new shims: a task that ends by itself is reported by
+        # its shim, not by a cleanup
+        bundle = self.make_bundle("brief", ["sh", "-c", "sleep 0.5; exit 3"])
+        path = self.create_task("dos", "brief", bundle)
+        wait_until(lambda: self.signals.named("TaskExit", id="brief"), 10,
+                   "the shim's TaskExit(3)")
+        self.assertEqual(self.signals.named("TaskExit", id="brief")[0][2][5], 3)
+        self.assertEqual(self.prop(path, "Status"), "stopped")
+        self.assertEqual(self.call(path, SHIM, "Delete")[0], 3)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the deleted task's object to go")
+        self.assertEqual(self.signals.named("ShimDisconnected"), [])
 
 
 class RestartTests(ShimwatchTestCase):
