@@ -11,6 +11,7 @@ packages=(
   python3 python3-gi python3-dbus python3-dbusmock
   containerd runc busybox-static
   libxml2-utils valgrind util-linux procps coreutils systemd
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -3,10 +3,18 @@
 # end with one line "N passed, N failed, N skipped" computed from meson's testlog.json
 # (each GTest case counts once). In CI (CI=true) a skipped test is a failure: CI runs as
 # root with every package installed, so nothing has a reason to skip there.
+#
+# Two builds: $BUILD_DIR (default _build: gcc, the default options) and $SANITIZE_DIR
+# (default _build-sanitize: clang 14, ASan + UBSan, the libFuzzer harnesses). The whole
+# suite runs in both; in the second one, with tests/lsan.supp, it includes the fuzz suite
+# (each harness for SHIMWATCH_FUZZ_SECONDS, default 25 s). Both builds' testlog.json count
+# into the final line. SHIMWATCH_LAND_QUICK=1 (landings only, never CI) still builds the
+# sanitizer build but runs no test there.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/_build}
+sanitize=${SANITIZE_DIR:-$top/_build-sanitize}
 cd "$top"
 
 bash tools/install-deps.sh || exit 1
@@ -15,11 +23,29 @@ if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --werror --warnlevel 2 || exit 1
 fi
 ninja -C "$build" || exit 1
+if [ ! -f "$sanitize/build.ninja" ]; then
+  CC=clang-14 meson setup "$sanitize" --werror --warnlevel 2 -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dfuzzing=true || exit 1
+fi
+ninja -C "$sanitize" || exit 1
 
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
 status=$?
+cp "$build/meson-logs/testlog.json" "$build/meson-logs/testlog-all.json"
 
-/usr/bin/python3 - "$build/meson-logs/testlog.json" <<'PY'
+if [ "${SHIMWATCH_LAND_QUICK:-0}" != 1 ]; then
+  # any report fails its test (abort_on_error: meson sees it die; UBSan halts); GLib's
+  # one-time allocations are suppressed by tests/lsan.supp
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
+    meson test -C "$sanitize" --print-errorlogs --num-processes 2 "$@" || status=1
+  cat "$sanitize/meson-logs/testlog.json" >> "$build/meson-logs/testlog-all.json"
+else
+  echo "run-tests: SHIMWATCH_LAND_QUICK=1: the sanitizer build is built; its suite and the fuzz suite are not run"
+fi
+
+/usr/bin/python3 - "$build/meson-logs/testlog-all.json" <<'PY'
 import json, os, re, sys
 
 passed = failed = skipped = 0
