@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <json-glib/json-glib.h>
 
@@ -373,6 +374,102 @@ bootstrap_new (int         version,
   return bootstrap;
 }
 
+/* -- JSON from others ------------------------------------------------------------------- */
+
+gboolean
+shimwatch_wire_json_check_depth (const char  *data,
+                                 gsize        length,
+                                 guint        max_depth,
+                                 GError     **error)
+{
+  gboolean in_string = FALSE;
+  guint depth = 0;
+
+  /* json-glib recurses once per level on the caller's stack: bound it before parsing.
+   * Brackets inside strings do not count; a backslash there escapes the next byte. */
+  for (gsize i = 0; i < length; i++)
+    {
+      char c = data[i];
+
+      if (in_string)
+        {
+          if (c == '\\')
+            i++;
+          else if (c == '"')
+            in_string = FALSE;
+          continue;
+        }
+      if (c == '"')
+        in_string = TRUE;
+      else if (c == '[' || c == '{')
+        {
+          if (++depth > max_depth)
+            {
+              g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "it nests arrays and objects deeper than %u levels", max_depth);
+              return FALSE;
+            }
+        }
+      else if ((c == ']' || c == '}') && depth > 0)
+        depth--;
+    }
+  return TRUE;
+}
+
+/* Parses JSON that someone else wrote. An error says where the text is wrong, never what
+ * it says there: the text may be a file the caller could not read (json-glib quotes the
+ * offending token). */
+static gboolean
+load_json (JsonParser  *parser,
+           const char  *data,
+           gsize        length,
+           GError     **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  guint line = 0;
+  guint column = 0;
+  const char *what;
+
+  if (!shimwatch_wire_json_check_depth (data, length, SHIMWATCH_WIRE_JSON_MAX_DEPTH, error))
+    return FALSE;
+  if (json_parser_load_from_data (parser, data, (gssize) length, &local_error))
+    return TRUE;
+  if (local_error->domain != JSON_PARSER_ERROR ||
+      sscanf (local_error->message, "<data>:%u:%u:", &line, &column) != 2)
+    line = column = 0;
+  switch (local_error->domain == JSON_PARSER_ERROR ? local_error->code : -1)
+    {
+    case JSON_PARSER_ERROR_TRAILING_COMMA:
+      what = "a trailing comma";
+      break;
+    case JSON_PARSER_ERROR_MISSING_COMMA:
+      what = "a missing comma";
+      break;
+    case JSON_PARSER_ERROR_MISSING_COLON:
+      what = "a missing colon";
+      break;
+    case JSON_PARSER_ERROR_INVALID_BAREWORD:
+      what = "a word that is not a JSON value";
+      break;
+    case JSON_PARSER_ERROR_EMPTY_MEMBER_NAME:
+      what = "an empty member name";
+      break;
+    case JSON_PARSER_ERROR_INVALID_DATA:
+      what = "invalid data";
+      break;
+    default:
+      what = "a syntax error";
+      break;
+    }
+  if (line > 0)
+    g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                 "it is not valid JSON: %s at line %u, column %u", what, line, column);
+  else
+    g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                 "it is not valid JSON: %s", what);
+  return FALSE;
+}
+
 static ShimwatchBootstrap *
 parse_start_json (const char  *text,
                   GError     **error)
@@ -382,7 +479,7 @@ parse_start_json (const char  *text,
   JsonObject *object;
   JsonNode *root;
 
-  if (!json_parser_load_from_data (parser, text, -1, &local_error))
+  if (!load_json (parser, text, strlen (text), &local_error))
     {
       g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
                    "shim start printed broken JSON: %s", local_error->message);
@@ -477,6 +574,40 @@ shimwatch_wire_encode_runc_options (const char *runc_root)
   return pack_message (&any.base);
 }
 
+char *
+shimwatch_wire_oci_config_root_path (const char  *contents,
+                                     gsize        length,
+                                     GError     **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) local_error = NULL;
+  JsonNode *node;
+  JsonNode *path_node = NULL;
+
+  if (!load_json (parser, contents, length, &local_error))
+    {
+      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                   "config.json: %s", local_error->message);
+      return NULL;
+    }
+  node = json_parser_get_root (parser);
+  if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
+    node = json_object_get_member (json_node_get_object (node), "root");
+  else
+    node = NULL;
+  if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
+    path_node = json_object_get_member (json_node_get_object (node), "path");
+  if (path_node == NULL || !JSON_NODE_HOLDS_VALUE (path_node) ||
+      json_node_get_value_type (path_node) != G_TYPE_STRING ||
+      *json_node_get_string (path_node) == '\0')
+    {
+      g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "config.json has no string \"root.path\"");
+      return NULL;
+    }
+  return g_strdup (json_node_get_string (path_node));
+}
+
 GBytes *
 shimwatch_wire_rewrite_oci_config (const char  *contents,
                                    gsize        length,
@@ -495,10 +626,10 @@ shimwatch_wire_rewrite_oci_config (const char  *contents,
   char *text;
   gsize text_length;
 
-  if (!json_parser_load_from_data (parser, contents, (gssize) length, &local_error))
+  if (!load_json (parser, contents, length, &local_error))
     {
       g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
-                   "config.json is not valid JSON: %s", local_error->message);
+                   "config.json: %s", local_error->message);
       return NULL;
     }
   node = json_parser_get_root (parser);
@@ -1198,10 +1329,10 @@ shimwatch_wire_decode_record (const char  *data,
   static const char *number_keys[] = { "version", "shim_pid", "task_pid", "task_start_time",
                                        "created_at", "exit_pid", "exit_status" };
 
-  if (!json_parser_load_from_data (parser, data, (gssize) length, &local_error))
+  if (!load_json (parser, data, length, &local_error))
     {
       g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
-                   "record is not valid JSON: %s", local_error->message);
+                   "record: %s", local_error->message);
       return NULL;
     }
   root = json_parser_get_root (parser);

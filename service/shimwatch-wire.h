@@ -119,6 +119,22 @@ ShimwatchBootstrap *shimwatch_wire_parse_start_output (GBytes             *outpu
 /* google.protobuf.Any{containerd.runc.v1.Options{root}}: start's stdin, Create's options */
 GBytes *shimwatch_wire_encode_runc_options (const char *runc_root);
 
+/* JSON from others (a bundle's config.json, a task record, a shim's start output) may
+ * nest arrays and objects at most this deep; deeper input is refused before parsing */
+#define SHIMWATCH_WIRE_JSON_MAX_DEPTH 128
+
+/* FALSE (SHIMWATCH_WIRE_ERROR_INVALID) if @data nests deeper than @max_depth: a byte scan
+ * that skips strings, cheap enough for any input */
+gboolean shimwatch_wire_json_check_depth (const char  *data,
+                                          gsize        length,
+                                          guint        max_depth,
+                                          GError     **error);
+
+/* root.path of an OCI config.json, as written there (relative to the bundle or absolute) */
+char   *shimwatch_wire_oci_config_root_path (const char  *contents,
+                                             gsize        length,
+                                             GError     **error);
+
 /* Copy of an OCI config.json whose root.path is made absolute against bundle_dir, so the
  * rootfs stays referenced (not copied) from a task directory elsewhere. */
 GBytes *shimwatch_wire_rewrite_oci_config (const char  *contents,

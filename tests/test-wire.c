@@ -1016,6 +1016,82 @@ test_oci_config_rewrite (void)
     }
 }
 
+static char *
+nested (const char *prefix,
+        guint       depth,
+        const char *suffix)
+{
+  GString *text = g_string_new (prefix);
+
+  for (guint i = 0; i < depth; i++)
+    g_string_append_c (text, '[');
+  for (guint i = 0; i < depth; i++)
+    g_string_append_c (text, ']');
+  g_string_append (text, suffix);
+  return g_string_free (text, FALSE);
+}
+
+/* issue 8 item 4: json-glib recursed 100,000 levels deep on the main thread and crashed */
+static void
+test_json_depth (void)
+{
+  g_autofree char *ok = nested ("", SHIMWATCH_WIRE_JSON_MAX_DEPTH, "");
+  g_autofree char *too_deep = nested ("", SHIMWATCH_WIRE_JSON_MAX_DEPTH + 1, "");
+  g_autofree char *config = nested ("{\"process\":{},\"root\":{\"path\":\"rootfs\"},\"x\":",
+                                    100000, "}");
+  g_autofree char *record = nested ("{\"version\":1,\"x\":", 100000, "}");
+  g_autofree char *start = nested ("{\"address\":\"unix:///s\",\"x\":", 100000, "}");
+  /* brackets in strings, and escaped quotes before them, do not count */
+  const char *in_strings = "{\"a\":\"[[[[[[[[[[\\\"[[[[[[[[[[\",\"b\":[\"{{{{{{{{{{\"]}";
+  g_autoptr(GBytes) start_bytes = g_bytes_new_static (start, strlen (start));
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (shimwatch_wire_json_check_depth (ok, strlen (ok), SHIMWATCH_WIRE_JSON_MAX_DEPTH,
+                                                  &error));
+  g_assert_no_error (error);
+  g_assert_false (shimwatch_wire_json_check_depth (too_deep, strlen (too_deep),
+                                                   SHIMWATCH_WIRE_JSON_MAX_DEPTH, &error));
+  g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_true (shimwatch_wire_json_check_depth (in_strings, strlen (in_strings), 2, &error));
+  g_assert_no_error (error);
+
+  g_assert_null (shimwatch_wire_rewrite_oci_config (config, strlen (config), "/b", &error));
+  g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "deeper than"));
+  g_clear_error (&error);
+  g_assert_null (shimwatch_wire_decode_record (record, strlen (record), &error));
+  g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_null (shimwatch_wire_parse_start_output (start_bytes, &error));
+  g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
+}
+
+/* issue 8 item 15: json-glib quotes the token it stumbled on; the first word of
+ * /etc/shadow appeared in a D-Bus error */
+static void
+test_json_errors_quote_nothing (void)
+{
+  const char *inputs[] = { "s3cr3tword:$y$j9T$abc:19000:0:99999:7:::",
+                           "{\"process\": s3cr3tword}", "{\"a\": \"x\" s3cr3tword}",
+                           "[\"s3cr3tword\",", "{s3cr3tword: 1}" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (inputs); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GBytes) out = shimwatch_wire_rewrite_oci_config (inputs[i], strlen (inputs[i]),
+                                                                 "/b", &error);
+
+      g_assert_null (out);
+      g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
+      g_assert_null (strstr (error->message, "s3cr3tword"));
+      g_assert_nonnull (strstr (error->message, "line 1"));
+      g_clear_error (&error);
+      g_assert_null (shimwatch_wire_decode_record (inputs[i], strlen (inputs[i]), &error));
+      g_assert_null (strstr (error->message, "s3cr3tword"));
+    }
+}
+
 static void
 test_create_request_bytes (void)
 {
@@ -1077,6 +1153,8 @@ main (int    argc,
   g_test_add_func ("/wire/delete-response", test_delete_response);
   g_test_add_func ("/wire/go-zero-time", test_go_zero_time);
   g_test_add_func ("/wire/oci-config", test_oci_config_rewrite);
+  g_test_add_func ("/wire/json-depth", test_json_depth);
+  g_test_add_func ("/wire/json-errors-quote-nothing", test_json_errors_quote_nothing);
   g_test_add_func ("/wire/forward-invalid-utf8", test_forward_roundtrip_utf8);
   g_test_add_func ("/wire/create-request-bytes", test_create_request_bytes);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
