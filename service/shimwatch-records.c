@@ -11,7 +11,11 @@
 #include <sys/stat.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-file.h"
 #include "shimwatch-records.h"
+
+/* a record is about 1 KiB; anything much larger was not written by us */
+#define RECORD_MAX (64u << 10)
 
 char *
 shimwatch_records_path (const char *records_dir,
@@ -245,6 +249,17 @@ move_aside (const char *path,
                g_strerror (errno));
 }
 
+void
+shimwatch_records_set_aside (const char *records_dir,
+                             const char *namespace_,
+                             const char *id,
+                             const char *reason)
+{
+  g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
+
+  move_aside (path, reason);
+}
+
 GPtrArray *
 shimwatch_records_load (const char *records_dir,
                         GPtrArray  *broken_keys)
@@ -256,8 +271,18 @@ shimwatch_records_load (const char *records_dir,
   while (top != NULL && (ns = g_dir_read_name (top)) != NULL)
     {
       g_autofree char *ns_dir = g_build_filename (records_dir, ns, NULL);
-      g_autoptr(GDir) dir = g_dir_open (ns_dir, 0, NULL);
+      g_autoptr(GDir) dir = NULL;
       const char *name;
+      int dir_fd;
+
+      /* a namespace is a directory of ours, never a link to somewhere else */
+      dir_fd = open (ns_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (dir_fd < 0)
+        {
+          g_warning ("%s is not a directory of task records: %s", ns_dir, g_strerror (errno));
+          continue;
+        }
+      dir = g_dir_open (ns_dir, 0, NULL);
 
       while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
         {
@@ -280,7 +305,10 @@ shimwatch_records_load (const char *records_dir,
               continue;
             }
           id = g_strndup (name, strlen (name) - strlen (".json"));
-          if (!g_file_get_contents (path, &contents, &length, &error))
+          /* one open, no link followed, no blocking on a FIFO, a cap on the size */
+          contents = shimwatch_read_regular_file_at (dir_fd, name, RECORD_MAX,
+                                                     SHIMWATCH_FILE_NONE, &length, NULL, &error);
+          if (contents == NULL)
             {
               move_aside (path, error->message);
               if (broken_keys != NULL)
@@ -315,6 +343,7 @@ shimwatch_records_load (const char *records_dir,
             }
           g_ptr_array_add (records, record);
         }
+      close (dir_fd);
     }
   return records;
 }

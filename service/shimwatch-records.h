@@ -42,7 +42,12 @@ gboolean   shimwatch_records_remove (const char            *records_dir,
                                      const char            *namespace_,
                                      const char            *id,
                                      GError               **error);
-/* every readable record, flags of pending signals not sent unset; broken ones are moved aside and their "ns/id" (when the file
+/* a record that reads well but cannot be trusted: moved aside as a broken one is */
+void       shimwatch_records_set_aside (const char         *records_dir,
+                                        const char         *namespace_,
+                                        const char         *id,
+                                        const char         *reason);
+/* every readable record (a regular file of at most 64 KiB), flags of pending signals not sent unset; broken ones are moved aside and their "ns/id" (when the file
  * name tells it) added to broken_keys */
 GPtrArray *shimwatch_records_load   (const char            *records_dir,
                                      GPtrArray             *broken_keys);
