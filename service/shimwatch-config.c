@@ -1,9 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchConfig"
+
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <gio/gio.h>
 
 #include "shimwatch-config.h"
+#include "shimwatch-file.h"
+
+/* the file is an admin's few lines; anything this large is not a configuration */
+#define CONFIG_FILE_MAX (1u << 20)
+
+static const char * const known_keys[] = {
+  "RuntimeDirectory", "StateDirectory", "RuntimePath", "CleanupTimeout",
+  "CleanupConcurrency", "HealthInterval", NULL
+};
 
 static void
 replace_string (char       **field,
@@ -71,6 +86,85 @@ absolute_dir (const char  *key,
   return FALSE;
 }
 
+/* the closest known key, for a typo: at most a third of its letters wrong */
+static const char *
+closest_key (const char *key)
+{
+  const char *best = NULL;
+  guint best_distance = G_MAXUINT;
+
+  for (guint i = 0; known_keys[i] != NULL; i++)
+    {
+      const char *known = known_keys[i];
+      gsize n = strlen (key);
+      gsize m = strlen (known);
+      g_autofree guint *row = g_new (guint, m + 1);
+      guint distance;
+
+      /* Levenshtein, case-insensitive, one row */
+      for (gsize j = 0; j <= m; j++)
+        row[j] = (guint) j;
+      for (gsize i2 = 1; i2 <= n; i2++)
+        {
+          guint diagonal = row[0];
+
+          row[0] = (guint) i2;
+          for (gsize j = 1; j <= m; j++)
+            {
+              guint above = row[j];
+              guint cost = g_ascii_tolower (key[i2 - 1]) == g_ascii_tolower (known[j - 1]) ? 0 : 1;
+
+              row[j] = MIN (MIN (row[j] + 1, row[j - 1] + 1), diagonal + cost);
+              diagonal = above;
+            }
+        }
+      distance = row[m];
+      if (distance < best_distance)
+        {
+          best_distance = distance;
+          best = known;
+        }
+    }
+  return best_distance * 3 <= strlen (key) ? best : NULL;
+}
+
+/* a typo must not pass silently: it leaves a default in place the admin meant to change.
+ * A warning, not a refusal, so a file written for a later version still starts. */
+static void
+warn_unknown (GKeyFile   *file,
+              const char *path)
+{
+  g_auto(GStrv) groups = g_key_file_get_groups (file, NULL);
+
+  for (guint i = 0; groups[i] != NULL; i++)
+    {
+      g_auto(GStrv) keys = NULL;
+
+      if (!g_str_equal (groups[i], SHIMWATCH_CONFIG_GROUP))
+        {
+          g_warning ("%s: unknown group [%s] is ignored (settings go in [%s])", path, groups[i],
+                     SHIMWATCH_CONFIG_GROUP);
+          continue;
+        }
+      keys = g_key_file_get_keys (file, groups[i], NULL, NULL);
+      for (guint j = 0; keys != NULL && keys[j] != NULL; j++)
+        {
+          const char *suggestion;
+
+          if (g_strv_contains (known_keys, keys[j]))
+            continue;
+          suggestion = closest_key (keys[j]);
+          if (suggestion != NULL)
+            g_warning ("%s: unknown key %s in [%s] is ignored; did you mean %s?", path, keys[j],
+                       groups[i], suggestion);
+          else
+            g_warning ("%s: unknown key %s in [%s] is ignored (known: RuntimeDirectory, "
+                       "StateDirectory, RuntimePath, CleanupTimeout, CleanupConcurrency, "
+                       "HealthInterval)", path, keys[j], groups[i]);
+        }
+    }
+}
+
 gboolean
 shimwatch_config_load_file (ShimwatchConfig  *config,
                             const char       *path,
@@ -79,20 +173,32 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
 {
   g_autoptr(GKeyFile) file = g_key_file_new ();
   g_autoptr(GError) local_error = NULL;
+  g_autofree char *contents = NULL;
   g_autofree char *runtime_dir = NULL;
   g_autofree char *state_dir = NULL;
   g_auto(GStrv) runtime_path = NULL;
   gint64 timeout = 0;
   gint64 concurrency = 0;
   gint64 health = -1;
+  gsize length = 0;
 
-  if (!g_key_file_load_from_file (file, path, G_KEY_FILE_NONE, &local_error))
+  /* never blocks: a FIFO (or a device) in its place is refused, not read */
+  contents = shimwatch_read_regular_file_at (AT_FDCWD, path, CONFIG_FILE_MAX,
+                                             SHIMWATCH_FILE_FOLLOW_LINK, &length, NULL,
+                                             &local_error);
+  if (contents == NULL)
     {
       if (!must_exist && g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
         return TRUE;
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+  if (!g_key_file_load_from_data (file, contents, length, G_KEY_FILE_NONE, &local_error))
+    {
       g_propagate_prefixed_error (error, g_steal_pointer (&local_error), "%s: ", path);
       return FALSE;
     }
+  warn_unknown (file, path);
 
 #define READ(getter, var, key)                                                              \
   G_STMT_START {                                                                            \
@@ -122,12 +228,26 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
       g_prefix_error (error, "%s: ", path);
       return FALSE;
     }
+  if (runtime_path != NULL && runtime_path[0] == NULL)
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: RuntimePath is empty: no shim could ever be started", path);
+      return FALSE;
+    }
   for (guint i = 0; runtime_path != NULL && runtime_path[i] != NULL; i++)
-    if (!absolute_dir ("RuntimePath", runtime_path[i], error))
-      {
-        g_prefix_error (error, "%s: ", path);
-        return FALSE;
-      }
+    {
+      char *canonical;
+
+      if (!absolute_dir ("RuntimePath", runtime_path[i], error))
+        {
+          g_prefix_error (error, "%s: ", path);
+          return FALSE;
+        }
+      /* compared as strings later (a recorded shim's directory): one spelling */
+      canonical = g_canonicalize_filename (runtime_path[i], NULL);
+      g_free (runtime_path[i]);
+      runtime_path[i] = canonical;
+    }
   if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "CleanupTimeout", NULL) &&
       (timeout < 1 || timeout > 600))
     {
@@ -169,23 +289,88 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   return TRUE;
 }
 
-void
-shimwatch_config_apply_environment (ShimwatchConfig *config)
+static gboolean
+environment_dir (const char  *variable,
+                 char       **dir,
+                 GError     **error)
 {
-  const char *runtime_dir = g_getenv ("RUNTIME_DIRECTORY");
-  const char *state_dir = g_getenv ("STATE_DIRECTORY");
+  const char *value = g_getenv (variable);
+  g_auto(GStrv) dirs = NULL;
 
+  *dir = NULL;
+  if (value == NULL)
+    return TRUE;
   /* systemd may pass several colon-separated directories; the first is ours */
-  if (runtime_dir != NULL && g_path_is_absolute (runtime_dir))
+  dirs = g_strsplit (value, ":", 2);
+  if (!g_path_is_absolute (dirs[0]))
     {
-      g_auto(GStrv) dirs = g_strsplit (runtime_dir, ":", 2);
-
-      replace_string (&config->runtime_dir, dirs[0]);
+      /* where the tasks' state would go is not a guess to make */
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s must be an absolute path, not \"%s\"", variable, value);
+      return FALSE;
     }
-  if (state_dir != NULL && g_path_is_absolute (state_dir))
+  *dir = g_strdup (dirs[0]);
+  return TRUE;
+}
+
+gboolean
+shimwatch_config_apply_environment (ShimwatchConfig  *config,
+                                    GError          **error)
+{
+  g_autofree char *runtime_dir = NULL;
+  g_autofree char *state_dir = NULL;
+
+  if (!environment_dir ("RUNTIME_DIRECTORY", &runtime_dir, error) ||
+      !environment_dir ("STATE_DIRECTORY", &state_dir, error))
+    return FALSE;
+  if (runtime_dir != NULL)
+    replace_string (&config->runtime_dir, runtime_dir);
+  if (state_dir != NULL)
+    replace_string (&config->state_dir, state_dir);
+  return TRUE;
+}
+
+/* what may be written by someone else than root: refuse it, they would choose what runs */
+static gboolean
+writable_by_others (const char  *dir,
+                    GError     **error)
+{
+  g_autofree char *real = realpath (dir, NULL);
+  g_autofree char *path = NULL;
+  struct stat st;
+
+  if (real == NULL)
+    return FALSE;      /* not there: nothing can be found in it either */
+  path = g_strdup (real);
+  while (TRUE)
     {
-      g_auto(GStrv) dirs = g_strsplit (state_dir, ":", 2);
+      char *parent;
 
-      replace_string (&config->state_dir, dirs[0]);
+      /* the directory itself in any case; above it, unless the sticky bit keeps others
+       * from renaming what is not theirs (as /tmp's) */
+      if (stat (path, &st) == 0 && (st.st_mode & S_IWOTH) &&
+          (strcmp (path, real) == 0 || !(st.st_mode & S_ISVTX)))
+        {
+          g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                       "RuntimePath entry %s is unsafe: %s is writable by every user, who "
+                       "could put a containerd-shim-* there for the service to run as root",
+                       dir, path);
+          return TRUE;
+        }
+      if (strcmp (path, "/") == 0)
+        return FALSE;
+      parent = g_path_get_dirname (path);
+      g_free (path);
+      path = parent;
     }
+}
+
+gboolean
+shimwatch_config_check (const ShimwatchConfig  *config,
+                        GError                **error)
+{
+  for (guint i = 0; config->runtime_path != NULL && config->runtime_path[i] != NULL; i++)
+    if (writable_by_others (config->runtime_path[i], error))
+      return FALSE;
+  return TRUE;
 }

@@ -28,7 +28,13 @@ gboolean         shimwatch_config_load_file (ShimwatchConfig  *config,
                                              const char       *path,
                                              gboolean          must_exist,
                                              GError          **error);
-void             shimwatch_config_apply_environment (ShimwatchConfig *config);
+/* RUNTIME_DIRECTORY / STATE_DIRECTORY: FALSE if one is set but not absolute */
+gboolean         shimwatch_config_apply_environment (ShimwatchConfig  *config,
+                                                     GError          **error);
+/* what only the file system can tell: FALSE if a RuntimePath directory (or one above it,
+ * without the sticky bit) is writable by every user */
+gboolean         shimwatch_config_check     (const ShimwatchConfig  *config,
+                                             GError                **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchConfig, shimwatch_config_free)
 
 G_END_DECLS

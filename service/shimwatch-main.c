@@ -209,7 +209,11 @@ main (int    argc,
       g_printerr ("%s: %s\n", g_get_prgname (), error->message);
       return EXIT_FAILURE;
     }
-  shimwatch_config_apply_environment (config);
+  if (!shimwatch_config_apply_environment (config, &error))
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      return EXIT_FAILURE;
+    }
   if (runtime_dir != NULL)
     {
       g_free (config->runtime_dir);
@@ -219,6 +223,12 @@ main (int    argc,
     {
       g_free (config->state_dir);
       config->state_dir = g_canonicalize_filename (state_dir, NULL);
+    }
+
+  if (!shimwatch_config_check (config, &error))
+    {
+      g_printerr ("%s: %s\n", g_get_prgname (), error->message);
+      return EXIT_FAILURE;
     }
 
   signal (SIGPIPE, SIG_IGN);
