@@ -16,8 +16,6 @@
 #include "shimwatch-names.h"
 #include "shimwatch-ttrpc.h"
 
-#define CONFIG_JSON_MAX (4u << 20)
-
 struct _ShimwatchLauncher
 {
   GObject  parent_instance;
@@ -96,57 +94,19 @@ shimwatch_launcher_resolve_runtime (ShimwatchLauncher  *self,
 gboolean
 shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
                                      const char         *task_dir,
-                                     const char         *bundle,
+                                     GBytes             *config,
                                      const char         *shim_binary,
                                      GError            **error)
 {
   g_autofree char *parent = g_path_get_dirname (task_dir);
-  g_autofree char *source = NULL;
   g_autofree char *target = NULL;
   g_autofree char *binary_path = NULL;
-  g_autofree char *contents = NULL;
-  g_autoptr(GBytes) config = NULL;
   g_autoptr(GError) local_error = NULL;
-  gsize length;
-  struct stat st;
   int saved_errno;
   int rc;
 
   g_return_val_if_fail (SHIMWATCH_IS_LAUNCHER (self), FALSE);
-
-  if (bundle == NULL || !g_path_is_absolute (bundle) || !g_utf8_validate (bundle, -1, NULL))
-    {
-      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                   "bundle \"%s\" is not an absolute path",
-                   bundle != NULL && g_utf8_validate (bundle, -1, NULL) ? bundle : "?");
-      return FALSE;
-    }
-  source = g_build_filename (bundle, "config.json", NULL);
-  if (stat (source, &st) != 0 || !S_ISREG (st.st_mode))
-    {
-      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                   "bundle %s has no config.json", bundle);
-      return FALSE;
-    }
-  if ((guint64) st.st_size > CONFIG_JSON_MAX)
-    {
-      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                   "%s is larger than %u bytes", source, CONFIG_JSON_MAX);
-      return FALSE;
-    }
-  if (!g_file_get_contents (source, &contents, &length, &local_error))
-    {
-      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                   "cannot read %s: %s", source, local_error->message);
-      return FALSE;
-    }
-  config = shimwatch_wire_rewrite_oci_config (contents, length, bundle, &local_error);
-  if (config == NULL)
-    {
-      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                   "bundle %s: %s", bundle, local_error->message);
-      return FALSE;
-    }
+  g_return_val_if_fail (config != NULL, FALSE);
 
   /* containerd's NewBundle: parent 0711, bundle 0700 */
   if (g_mkdir_with_parents (parent, 0711) != 0)

@@ -46,7 +46,7 @@ char                *shimwatch_launcher_resolve_runtime  (ShimwatchLauncher   *s
                                                           GError             **error);
 gboolean             shimwatch_launcher_prepare_task_dir (ShimwatchLauncher   *self,
                                                           const char          *task_dir,
-                                                          const char          *bundle,
+                                                          GBytes              *config,
                                                           const char          *shim_binary,
                                                           GError             **error);
 

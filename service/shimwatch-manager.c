@@ -4,16 +4,20 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-bundle.h"
 #include "shimwatch-error.h"
 #include "shimwatch-events-server.h"
+#include "shimwatch-file.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
+#include "shimwatch-stdio.h"
 
 #define RPC_TIMEOUT_MS 10000
 
@@ -193,6 +197,7 @@ typedef struct {
   char                  *namespace_;
   char                  *id;
   char                  *bundle;
+  ShimwatchBundle       *opened;     /* the bundle, resolved and read for the caller */
   char                  *runtime;
   char                  *shim_binary;
   char                  *task_dir;
@@ -217,6 +222,7 @@ create_data_free (CreateData *data)
   g_free (data->namespace_);
   g_free (data->id);
   g_free (data->bundle);
+  g_clear_pointer (&data->opened, shimwatch_bundle_free);
   g_free (data->runtime);
   g_free (data->shim_binary);
   g_free (data->task_dir);
@@ -364,6 +370,52 @@ create_shim_started_cb (GObject      *source,
 }
 
 static void
+create_caller_known_cb (GObject      *source,
+                        GAsyncResult *result,
+                        gpointer      user_data)
+{
+  CreateData *data = user_data;
+  ShimwatchManager *self = data->self;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) reply = NULL;
+  guint32 caller_uid;
+
+  reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
+  if (reply == NULL)
+    {
+      g_prefix_error (&error, "cannot identify the caller: ");
+      create_fail (data, error);
+      return;
+    }
+  g_variant_get (reply, "(u)", &caller_uid);
+  data->shim_binary = shimwatch_launcher_resolve_runtime (self->launcher, data->runtime, &error);
+  if (data->shim_binary == NULL)
+    {
+      create_fail (data, error);
+      return;
+    }
+  /* the bundle runs as root: its caller must be able to read it themselves, and to
+   * open what the shim will open for the task's stdio */
+  data->opened = shimwatch_bundle_open (data->bundle, caller_uid, &error);
+  if (data->opened == NULL ||
+      !shimwatch_stdio_check (data->stdio, (const char * const *) self->config->runtime_path,
+                              caller_uid, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
+                                            data->shim_binary, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  data->dir_prepared = TRUE;
+  shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
+                                  data->task_dir, create_shim_started_cb, data);
+}
+
+static void
 create_authorized_cb (GObject      *source,
                       GAsyncResult *result,
                       gpointer      user_data)
@@ -388,22 +440,12 @@ create_authorized_cb (GObject      *source,
     }
   g_hash_table_add (self->reserved, g_strdup (data->key));
   data->reserved = TRUE;
-
-  data->shim_binary = shimwatch_launcher_resolve_runtime (self->launcher, data->runtime, &error);
-  if (data->shim_binary == NULL)
-    {
-      create_fail (data, error);
-      return;
-    }
-  if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->bundle,
-                                            data->shim_binary, &error))
-    {
-      create_fail (data, error);
-      return;
-    }
-  data->dir_prepared = TRUE;
-  shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
-                                  data->task_dir, create_shim_started_cb, data);
+  g_dbus_connection_call (g_dbus_method_invocation_get_connection (data->invocation),
+                          "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                          "org.freedesktop.DBus", "GetConnectionUnixUser",
+                          g_variant_new ("(s)", g_dbus_method_invocation_get_sender (data->invocation)),
+                          G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL,
+                          create_caller_known_cb, data);
 }
 
 static gboolean
@@ -497,7 +539,8 @@ handle_create_task (ShimwatchDbusManager  *iface,
   data->id = g_strdup (arg_id);
   data->bundle = g_strdup (arg_bundle);
   data->task_dir = task_dir_for (self, arg_namespace, arg_id);
-  if (!parse_create_options (data, arg_options, &error))
+  if (!parse_create_options (data, arg_options, &error) ||
+      !shimwatch_stdio_parse (data->stdio, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       create_data_free (data);
@@ -596,6 +639,33 @@ orphan_cleanup_done_cb (GObject      *source,
                                         outcome->delete_ok ? outcome->deleted.exit_status : 255);
 }
 
+/* a shim binary is run as root: only a containerd-shim-* from the configured runtime
+ * directories, whatever a file on disk names */
+static gboolean
+trusted_shim_binary (ShimwatchManager *self,
+                     const char       *binary)
+{
+  g_autofree char *dir = g_path_get_dirname (binary);
+  g_autofree char *base = g_path_get_basename (binary);
+
+  return g_path_is_absolute (binary) && g_str_has_prefix (base, "containerd-shim-") &&
+         g_strv_contains ((const char * const *) self->config->runtime_path, dir) &&
+         g_file_test (binary, G_FILE_TEST_IS_REGULAR) &&
+         g_file_test (binary, G_FILE_TEST_IS_EXECUTABLE);
+}
+
+/* a small file in a task directory (the shim writes some), read without trusting it */
+static char *
+read_task_file (const char *task_dir,
+                const char *name)
+{
+  g_autofree char *path = g_build_filename (task_dir, name, NULL);
+  char *contents = shimwatch_read_regular_file_at (AT_FDCWD, path, 4096, SHIMWATCH_FILE_NONE,
+                                                   NULL, NULL, NULL);
+
+  return contents != NULL ? g_strstrip (contents) : NULL;
+}
+
 /* state on disk that no supervised task owns (a task directory without a record, a broken
  * record, leftovers of a failed cleanup): cleaned like a dead shim's, without events since
  * nothing says the task was ever handed to a client. FALSE if there is nothing. */
@@ -609,8 +679,6 @@ start_orphan_cleanup (ShimwatchManager    *self,
 {
   g_autofree char *task_dir = task_dir_for (self, namespace_, id);
   g_autofree char *runc_state = g_build_filename (self->runc_root, namespace_, id, NULL);
-  g_autofree char *binary_file = g_build_filename (task_dir, "shim-binary-path", NULL);
-  g_autofree char *address_file = g_build_filename (task_dir, "address", NULL);
   g_autofree char *binary = NULL;
   g_autofree char *address = NULL;
   ShimwatchCleanupRequest *request;
@@ -619,15 +687,9 @@ start_orphan_cleanup (ShimwatchManager    *self,
   if (!g_file_test (task_dir, G_FILE_TEST_IS_DIR) && !g_file_test (runc_state, G_FILE_TEST_IS_DIR))
     return FALSE;
 
-  if (g_file_get_contents (binary_file, &binary, NULL, NULL))
-    {
-      /* only a runtime from our own directories is run, whatever the file says */
-      g_autofree char *dir = g_path_get_dirname (binary);
-
-      if (!g_strv_contains ((const char * const *) self->config->runtime_path, dir) ||
-          !g_file_test (binary, G_FILE_TEST_IS_EXECUTABLE))
-        g_clear_pointer (&binary, g_free);
-    }
+  binary = read_task_file (task_dir, "shim-binary-path");
+  if (binary != NULL && !trusted_shim_binary (self, binary))
+    g_clear_pointer (&binary, g_free);
   /* a shim that may still run there: nobody supervises it, so it goes */
   killed = g_file_test (task_dir, G_FILE_TEST_IS_DIR)
              ? shimwatch_cleanup_kill_processes_in (task_dir) : 0;
@@ -639,8 +701,9 @@ start_orphan_cleanup (ShimwatchManager    *self,
   request->shim_binary = g_steal_pointer (&binary);
   request->runc_state_dir = g_steal_pointer (&runc_state);
   /* the 1.6 shim writes its address into the task dir; its socket file is ours to remove */
-  if (g_file_get_contents (address_file, &address, NULL, NULL) &&
-      g_str_has_prefix (address, "unix:///run/containerd/s/"))
+  address = read_task_file (request->task_dir, "address");
+  if (address != NULL && g_str_has_prefix (address, "unix:///run/containerd/s/") &&
+      strstr (address, "/..") == NULL)
     request->socket_path = g_strdup (address + strlen ("unix://"));
   request->timeout_ms = timeout_ms;
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
@@ -803,6 +866,47 @@ orphan_done_cb (GObject      *source,
   load_done (user_data);
 }
 
+/* Every path in a record is checked as a caller's input would be: a record is a file on
+ * disk, not a promise. FALSE (and why) when it cannot be this task's record at all; a
+ * shim binary or address that does not hold is dropped, with a warning, and the task is
+ * still taken over (its signals are owed to clients), as one without them. */
+static gboolean
+record_trusted (ShimwatchManager  *self,
+                ShimwatchRecord   *record,
+                GError           **error)
+{
+  g_autofree char *task_dir = task_dir_for (self, record->namespace_, record->id);
+  g_autofree char *address = NULL;
+
+  if (!g_str_equal (record->task_dir, task_dir))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "its task directory %s is not %s", record->task_dir, task_dir);
+      return FALSE;
+    }
+  if (record->shim_binary[0] != '\0' && !trusted_shim_binary (self, record->shim_binary))
+    {
+      g_warning ("%s/%s: the recorded shim %s is not an executable containerd-shim-* in the "
+                 "runtime directories; it is not run", record->namespace_, record->id,
+                 record->shim_binary);
+      record->shim_binary[0] = '\0';
+    }
+  if (record->address[0] != '\0')
+    {
+      /* the address the shim itself wrote into its task directory, or none */
+      address = read_task_file (task_dir, "address");
+      if (address == NULL || !g_str_equal (address, record->address) ||
+          !g_str_has_prefix (address, "unix:///") || strstr (address, "/..") != NULL)
+        {
+          g_warning ("%s/%s: the recorded shim address %s is not the one in %s/address; "
+                     "the shim is taken for gone", record->namespace_, record->id,
+                     record->address, task_dir);
+          record->address[0] = '\0';
+        }
+    }
+  return TRUE;
+}
+
 static void
 load_record (ShimwatchManager *self,
              ShimwatchRecord  *record)
@@ -840,7 +944,17 @@ shimwatch_manager_load (ShimwatchManager *self)
   for (guint i = 0; i < self->records->len; i++)
     {
       ShimwatchRecord *record = g_ptr_array_index (self->records, i);
+      g_autoptr(GError) error = NULL;
 
+      if (!record_trusted (self, record, &error))
+        {
+          /* as a broken one: its task directory, if any, is cleaned as an orphan later */
+          shimwatch_records_set_aside (self->records_dir, record->namespace_, record->id,
+                                       error->message);
+          g_ptr_array_add (self->broken, task_key (record->namespace_, record->id));
+          g_ptr_array_remove_index (self->records, i--);
+          continue;
+        }
       g_hash_table_add (self->recorded, task_key (record->namespace_, record->id));
       load_record (self, record);
     }

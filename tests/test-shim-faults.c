@@ -14,6 +14,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-error.h"
+#include "shimwatch-bundle.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-test-util.h"
@@ -58,6 +59,11 @@ fixture_setup (Fixture       *fx,
 
   fx->bundle = g_build_filename (fx->dir, "bundle", NULL);
   g_mkdir (fx->bundle, 0755);
+  {
+    g_autofree char *rootfs = g_build_filename (fx->bundle, "rootfs", NULL);
+
+    g_mkdir (rootfs, 0755);
+  }
   fx->task_dir = g_build_filename (fx->dir, "tasks", NS, "t1", NULL);
 
   events_path = g_build_filename (fx->dir, "events.sock", NULL);
@@ -100,9 +106,12 @@ prepare (Fixture    *fx,
     "{\"process\":{\"args\":[\"sleep\",\"100000\"]},\"root\":{\"path\":\"rootfs\"},"
     "\"annotations\":{\"org.shimwatch.test.mode\":\"%s\"}}", mode);
   g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchBundle) bundle = NULL;
 
   g_assert_true (g_file_set_contents (config_path, config, -1, NULL));
-  g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, fx->bundle,
+  bundle = shimwatch_bundle_open (fx->bundle, 0, &error);
+  g_assert_no_error (error);
+  g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                       fx->shim_binary, &error));
   g_assert_no_error (error);
 }
@@ -273,17 +282,16 @@ test_bad_bundles (Fixture       *fx,
   g_autofree char *no_config = g_build_filename (fx->dir, "empty", NULL);
   g_autoptr(GError) error = NULL;
   const char *bad[] = { "relative/bundle", "", "/nonexistent/bundle" };
+  g_autoptr(ShimwatchBundle) bundle = NULL;
 
   g_mkdir (no_config, 0755);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
-      g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bad[i],
-                                                           fx->shim_binary, &error));
+      g_assert_null (shimwatch_bundle_open (bad[i], 0, &error));
       g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
       g_clear_error (&error);
     }
-  g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, no_config,
-                                                       fx->shim_binary, &error));
+  g_assert_null (shimwatch_bundle_open (no_config, 0, &error));
   g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   /* nothing was created for any of them */
@@ -291,7 +299,9 @@ test_bad_bundles (Fixture       *fx,
 
   /* a second task with the same directory is refused, the first one untouched */
   prepare (fx, "normal");
-  g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, fx->bundle,
+  bundle = shimwatch_bundle_open (fx->bundle, 0, &error);
+  g_assert_no_error (error);
+  g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                        fx->shim_binary, &error));
   g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_ALREADY_EXISTS);
 }

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-bundle.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-test-util.h"
@@ -142,13 +143,16 @@ start_task (Fixture *fx)
   g_autoptr(GAsyncResult) result = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *runc_state = NULL;
+  g_autoptr(ShimwatchBundle) bundle = NULL;
   ShimwatchCreateParams params = { 0 };
   guint32 pid = 0;
 
   fx->shim_binary = shimwatch_launcher_resolve_runtime (fx->launcher, "io.containerd.runc.v2",
                                                         &error);
   g_assert_no_error (error);
-  g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, fx->bundle,
+  bundle = shimwatch_bundle_open (fx->bundle, 0, &error);
+  g_assert_no_error (error);
+  g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                       fx->shim_binary, &error));
   g_assert_no_error (error);
 

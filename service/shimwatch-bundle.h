@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchBundle: a caller's OCI bundle, opened the way CreateTask needs it. The bundle
+ * directory is resolved once (a symbolic link to it is followed here and nowhere else;
+ * errors name both paths), config.json is read from the directory's fd without following
+ * a link or blocking, its JSON checked before parsing, and its rootfs resolved. Because
+ * org.shimwatch.manage runs the bundle as root, a caller other than root must be able to
+ * read it themselves: search permission on every directory above the bundle and its
+ * rootfs, read and search permission on both, read permission on config.json (owner,
+ * group and other mode bits against the caller's uid and groups; ACLs are not
+ * consulted, so a bundle readable only through an ACL is refused).
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char   *path;         /* as the caller named it */
+  char   *real_path;    /* what it resolved to: the task's config names this one */
+  char   *rootfs;       /* the resolved root filesystem */
+  GBytes *config;       /* config.json with an absolute root.path (shimwatch-wire.h) */
+} ShimwatchBundle;
+
+/* config.json may be at most this large */
+#define SHIMWATCH_BUNDLE_CONFIG_MAX (4u << 20)
+
+/* Errors are SHIMWATCH_ERROR: INVALID_ARGUMENT for a bundle that is missing or wrong,
+ * NOT_AUTHORIZED when caller_uid (not 0) could not read it. They never quote a file. */
+ShimwatchBundle *shimwatch_bundle_open (const char  *path,
+                                        guint32      caller_uid,
+                                        GError     **error);
+void             shimwatch_bundle_free (ShimwatchBundle *bundle);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchBundle, shimwatch_bundle_free)
+
+G_END_DECLS
