@@ -814,11 +814,38 @@ start_rpc_cb (GObject      *source,
 
   if (!shimwatch_task_client_start_finish (SHIMWATCH_TASK_CLIENT (source), result, &pid, &error))
     {
-      return_rpc_error (invocation, error);
+      /* the task changed state since the check: in our words, with the shim's after them */
+      if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_FAILED_PRECONDITION) ||
+          g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_ALREADY_EXISTS))
+        g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                               SHIMWATCH_ERROR_BAD_STATE,
+                                               "task %s/%s cannot be started: it is not in "
+                                               "state \"created\" (shim: %s)", self->namespace_,
+                                               self->id, error->message);
+      else
+        return_rpc_error (invocation, error);
       return;
     }
   shimwatch_shim_set_started (self, pid);
   shimwatch_dbus_shim_complete_start (SHIMWATCH_DBUS_SHIM (self), invocation, pid);
+}
+
+/* Start and Kill of a task in the wrong state are the caller's mistake, not the shim's:
+ * BadState, before the shim is asked (it would answer in runc's words, as a failure) */
+static gboolean
+require_status (ShimwatchShim         *self,
+                GDBusMethodInvocation *invocation,
+                const char            *action,
+                const char * const    *allowed)
+{
+  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
+
+  if (g_strv_contains (allowed, status))
+    return TRUE;
+  g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
+                                         "task %s/%s is %s: %s", self->namespace_, self->id,
+                                         status, action);
+  return FALSE;
 }
 
 static void
@@ -826,7 +853,10 @@ start_authorized (ShimwatchShim         *self,
                   GDBusMethodInvocation *invocation,
                   gpointer               data)
 {
-  if (!require_connected (self, invocation))
+  static const char * const startable[] = { "created", NULL };
+
+  if (!require_connected (self, invocation) ||
+      !require_status (self, invocation, "only a created task can be started", startable))
     return;
   shimwatch_task_client_start_async (self->handle->client, RPC_TIMEOUT_MS, start_rpc_cb,
                                      call_context_new (self, invocation));
@@ -850,7 +880,16 @@ kill_rpc_cb (GObject      *source,
 
   if (!shimwatch_task_client_kill_finish (SHIMWATCH_TASK_CLIENT (source), result, &error))
     {
-      return_rpc_error (context->invocation, error);
+      /* "process already finished": it exited since the check */
+      if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND) ||
+          g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_FAILED_PRECONDITION))
+        g_dbus_method_invocation_return_error (context->invocation, SHIMWATCH_ERROR,
+                                               SHIMWATCH_ERROR_BAD_STATE,
+                                               "task %s/%s has no running process to signal "
+                                               "(shim: %s)", context->self->namespace_,
+                                               context->self->id, error->message);
+      else
+        return_rpc_error (context->invocation, error);
       return;
     }
   shimwatch_dbus_shim_complete_kill (SHIMWATCH_DBUS_SHIM (context->self), context->invocation);
@@ -861,11 +900,13 @@ kill_authorized (ShimwatchShim         *self,
                  GDBusMethodInvocation *invocation,
                  gpointer               data)
 {
+  static const char * const killable[] = { "created", "running", "paused", NULL };
   GVariant *parameters = g_dbus_method_invocation_get_parameters (invocation);
   guint32 signal_number;
   gboolean all;
 
-  if (!require_connected (self, invocation))
+  if (!require_connected (self, invocation) ||
+      !require_status (self, invocation, "it has no process to signal", killable))
     return;
   g_variant_get (parameters, "(ub)", &signal_number, &all);
   shimwatch_task_client_kill_async (self->handle->client, signal_number, all, RPC_TIMEOUT_MS,
