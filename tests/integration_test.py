@@ -588,6 +588,324 @@ class BadInputTests(ShimwatchTestCase):
                           if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
 
 
+class HostileInputTests(ShimwatchTestCase):
+    """What a careless or hostile caller, or a crafted file on disk, can hand the service
+    (issue 8 items 4, 5, 9, 12, 13, 15): a clear error, nothing touched, the service up."""
+
+    DEEP = "[" * 100000 + "]" * 100000
+
+    def assert_alive_and_untouched(self, *ids):
+        self.assertIsNone(self.daemon.poll(), "shimwatchd died")
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
+        for task_id in ids:
+            self.assertFalse(os.path.exists(self.task_dir("default", task_id)), task_id)
+
+    def create_error(self, name, task_id, bundle, options=None):
+        return self.assert_dbus_error(name, self.call, MANAGER_PATH, MANAGER, "CreateTask",
+                                      "(sssa{sv})", ("default", task_id, bundle, options or {}),
+                                      timeout=15000).message
+
+    def test_deep_json_is_refused(self):
+        """Item 4: 100,000 levels crashed json-glib on the main thread."""
+        bundle = self.make_bundle("deep", ["true"])
+        with open(os.path.join(bundle, "config.json"), "w") as f:
+            f.write('{"process": {"args": ["true"]}, "root": {"path": "rootfs"}, "x": '
+                    + self.DEEP + "}")
+        self.assertLess(os.path.getsize(os.path.join(bundle, "config.json")), 4 << 20)
+        message = self.create_error("InvalidArgument", "deep", bundle)
+        self.assertIn("deeper than", message)
+        self.assert_alive_and_untouched("deep")
+
+        # the same shape as a task record: every start crashed
+        self.stop_daemon()
+        records = os.path.join(self.runtime_dir, "records", "default")
+        os.makedirs(records, exist_ok=True)
+        with open(os.path.join(records, "deeprec.json"), "w") as f:
+            f.write('{"version": 1, "x": ' + self.DEEP + "}")
+        self.start_daemon()
+        self.assert_alive_and_untouched()
+        self.assertEqual([n for n in os.listdir(records) if n.startswith("deeprec.json")
+                          and ".broken-" not in n], [])
+        self.assertTrue(any(n.startswith("deeprec.json.broken-") for n in os.listdir(records)))
+
+    def test_fifo_record_does_not_block_start(self):
+        """Item 5: a FIFO among the records blocked the main loop at start-up."""
+        self.stop_daemon()
+        records = os.path.join(self.runtime_dir, "records", "default")
+        os.makedirs(records, exist_ok=True)
+        os.mkfifo(os.path.join(records, "fifo.json"))
+        os.symlink("/dev/zero", os.path.join(records, "zero.json"))
+        self.start_daemon()
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims", timeout=5000), ([],))
+        names = os.listdir(records)
+        self.assertFalse({"fifo.json", "zero.json"} & set(names), names)
+        self.assertEqual(len([n for n in names if ".broken-" in n]), 2, names)
+
+    def test_fifo_config_file_is_refused_at_start(self):
+        """Item 5: a FIFO as the config file blocked start-up forever."""
+        os.unlink(self.config)
+        os.mkfifo(self.config)
+        self.stop_daemon()
+        argv = WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
+                                  "--config", self.config]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("not a regular file", proc.stderr)
+
+    def test_config_json_swapped_for_a_fifo(self):
+        """Item 5: config.json checked, then swapped for a FIFO before it is opened."""
+        bundle = self.make_bundle("swap", ["true"])
+        config = os.path.join(bundle, "config.json")
+        for name in (config, config + ".file"):
+            with open(name, "w") as f:
+                f.write('{"not": "a runnable config"}')
+        os.mkfifo(config + ".fifo")
+        swapper = subprocess.Popen(
+            ["/usr/bin/python3", "-c", "import os, sys\n"
+             "c = sys.argv[1]\n"
+             "while True:\n"
+             "    for kind in ('.file', '.fifo'):\n"
+             "        os.link(c + kind, c + '.tmp'); os.rename(c + '.tmp', c)\n", config])
+        try:
+            for attempt in range(150):
+                self.assertIsNone(swapper.poll(), "the swapper stopped")
+                self.create_error("InvalidArgument", f"swap{attempt}", bundle)
+        finally:
+            swapper.kill()
+            swapper.wait()
+        self.assert_alive_and_untouched()
+
+    def test_crafted_record_is_not_trusted(self):
+        """Item 9: a record's task_dir was deleted, processes there killed, its shim_binary
+        run as root."""
+        import json
+        path = self.create_task("default", "crafted", options={
+            "runtime": GLib.Variant("s", TEST_RUNTIME)})
+        victim = os.path.join(self.dir, "victim")
+        os.makedirs(victim)
+        with open(os.path.join(victim, "precious"), "w") as f:
+            f.write("keep me\n")
+        sleeper = subprocess.Popen(["sleep", "100000"], cwd=victim)
+        marker = os.path.join(self.dir, "evil-ran")
+        evil = os.path.join(self.dir, "evil", "containerd-shim-evil-v1")
+        os.makedirs(os.path.dirname(evil))
+        with open(evil, "w") as f:
+            f.write(f"#!/bin/sh\ntouch {marker}\n")
+        os.chmod(evil, 0o755)
+        try:
+            self.stop_daemon()
+            record_path = os.path.join(self.runtime_dir, "records", "default", "crafted.json")
+            with open(record_path) as f:
+                record = json.load(f)
+            record.update(task_dir=victim, shim_binary=evil)
+            with open(record_path, "w") as f:
+                json.dump(record, f)
+            self.start_daemon()
+            # the record is set aside; the real task directory is cleaned as an orphan
+            wait_until(lambda: not os.path.exists(self.task_dir("default", "crafted")), 15,
+                       "the real task directory to be cleaned")
+            pump(1)
+            self.assertTrue(os.path.exists(os.path.join(victim, "precious")))
+            self.assertIsNone(sleeper.poll(), "a process in the crafted task_dir was killed")
+            self.assertFalse(os.path.exists(marker), "the recorded shim_binary was run")
+            self.assertTrue(any(".broken-" in n for n in os.listdir(
+                os.path.dirname(record_path))))
+            self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
+            self.assertFalse(self.signals.named("TaskExit", id="crafted"))
+            del path
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+
+    def test_untrusted_shim_binary_in_a_record_is_not_run(self):
+        """Item 9: with the right task_dir, a recorded shim_binary outside the runtime
+        directories is dropped; the task is still taken over and cleaned up."""
+        import json
+        path = self.create_task("default", "binary", options={
+            "runtime": GLib.Variant("s", TEST_RUNTIME)})
+        shim_pid = self.prop(path, "ShimPid")
+        marker = os.path.join(self.dir, "evil-ran")
+        evil = os.path.join(self.dir, "evil", "containerd-shim-evil-v1")
+        os.makedirs(os.path.dirname(evil))
+        with open(evil, "w") as f:
+            f.write(f"#!/bin/sh\ntouch {marker}\n")
+        os.chmod(evil, 0o755)
+        self.stop_daemon()
+        os.kill(shim_pid, signal.SIGKILL)
+        record_path = os.path.join(self.runtime_dir, "records", "default", "binary.json")
+        with open(record_path) as f:
+            record = json.load(f)
+        record.update(shim_binary=evil)
+        with open(record_path, "w") as f:
+            json.dump(record, f)
+        self.start_daemon()
+        wait_until(lambda: self.signals.named("TaskDelete", container_id="binary"), 15,
+                   "TaskDelete")
+        self.assertFalse(os.path.exists(marker), "the recorded shim_binary was run")
+        self.assertFalse(os.path.exists(self.task_dir("default", "binary")))
+        with open(self.log_path) as f:
+            self.assertIn("is not an executable containerd-shim-* in the runtime directories",
+                          f.read())
+
+    def test_stdio_options_are_checked_before_anything_starts(self):
+        """Item 12: a relative path got as far as a started shim; only known schemes."""
+        outside = os.path.join(self.dir, "logger")
+        with open(outside, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(outside, 0o755)
+        fifo = os.path.join(self.dir, "out.fifo")
+        os.mkfifo(fifo)
+        cases = [
+            {"stdout": "relative/out"},
+            {"stdout": fifo, "stderr": "err.log"},
+            {"stdin": "in.fifo"},
+            {"stdin": "file:///tmp/in"},
+            {"stdout": "fifo://" + fifo},
+            {"stdout": "http://example.com/log"},
+            {"stdout": "file://host/tmp/out"},
+            {"stdout": "binary://" + outside},
+            {"stdout": "binary:///usr/bin/true", "stdin": fifo},
+            {"stdout": "file://" + self.dir + "/a", "stderr": "file://" + self.dir + "/b"},
+            {"stdout": os.path.join(self.dir, "missing.fifo")},
+            {"stdout": "file://" + self.dir + "/no/such/dir/out"},
+        ]
+        for i, options in enumerate(cases):
+            with self.subTest(options=options):
+                self.create_error("InvalidArgument", f"stdio{i}", self.bundle,
+                                  {k: GLib.Variant("s", v) for k, v in options.items()})
+        self.assert_alive_and_untouched(*[f"stdio{i}" for i in range(len(cases))])
+        self.assertEqual(os.listdir(os.path.join(self.runtime_dir, "tasks")), [])
+        self.assertEqual([p for p in self.processes_under(self.dir)], [])
+
+    def test_stdout_file_uri_works(self):
+        """Item 12: stdout=file://... without stderr made the real shim panic (it copies a
+        stderr pipe it never opened); both streams now land in the file."""
+        bundle = self.make_bundle("filelog", ["sh", "-c", "echo to-stdout; echo to-stderr >&2"])
+        out = os.path.join(self.dir, "logs", "out.log")
+        os.makedirs(os.path.dirname(out))
+        path = self.create_task("default", "filelog", bundle,
+                                {"stdout": GLib.Variant("s", "file://" + out)})
+        wait_until(lambda: self.signals.named("TaskExit", id="filelog"), 15, "TaskExit")
+        self.assertEqual(self.signals.named("TaskExit", id="filelog")[0][2][5], 0)
+        wait_until(lambda: os.path.exists(out) and "to-stderr" in open(out).read(), 10,
+                   "the output in the file")
+        with open(out) as f:
+            self.assertEqual(sorted(f.read().split()), ["to-stderr", "to-stdout"])
+        self.call(path, SHIM, "Delete")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+
+    def test_wrong_state_is_bad_state(self):
+        """Item 13: Start of a running task and Kill of a stopped one are BadState, not
+        ShimFailed in runc's words."""
+        path = self.create_task("default", "states")
+        message = self.assert_dbus_error("BadState", self.call, path, SHIM, "Start").message
+        self.assertIn("default/states is running", message)
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.signals.named("TaskExit", id="states"), 10, "TaskExit")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "stopped")
+        message = self.assert_dbus_error("BadState", self.call, path, SHIM, "Kill", "(ub)",
+                                         (9, False)).message
+        self.assertIn("default/states is stopped", message)
+        self.assert_dbus_error("BadState", self.call, path, SHIM, "Start")
+        self.call(path, SHIM, "Delete")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+
+    def test_bundle_errors_name_the_bundle(self):
+        """Item 13: a symlinked bundle failed in runc ("invalid rootfs: ... symlink"); a
+        missing bundle directory said it had no config.json."""
+        link = os.path.join(self.dir, "bundle-link")
+        os.symlink(self.bundle, link)
+        path = self.create_task("default", "linked", link)
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "stopped")
+        self.call(path, SHIM, "Delete")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+
+        missing = os.path.join(self.dir, "no-such-bundle")
+        message = self.create_error("InvalidArgument", "missing", missing)
+        self.assertIn(f"bundle directory {missing} does not exist", message)
+        # a rootfs that is a symbolic link: said with the bundle's name, before runc runs
+        bundle = self.make_bundle("rootlink", ["true"])
+        os.rename(os.path.join(bundle, "rootfs"), os.path.join(self.dir, "real-rootfs"))
+        os.symlink(os.path.join(self.dir, "real-rootfs"), os.path.join(bundle, "rootfs"))
+        message = self.create_error("InvalidArgument", "rootlink", bundle)
+        self.assertIn(bundle, message)
+        self.assertIn("symbolic link", message)
+        self.assert_alive_and_untouched("missing", "rootlink")
+
+
+class CallerAccessTests(ShimwatchTestCase):
+    """Item 15: org.shimwatch.manage runs a bundle as root; the caller must be able to
+    read it themselves, and no error shows what a file it could not read says."""
+
+    RULE_ALLOWED = 1      # "daemon": allowed org.shimwatch.* by tests/50-test-shimwatch.rules
+
+    def test_caller_must_be_able_to_read_the_bundle(self):
+        private = os.path.join(self.dir, "private")
+        os.makedirs(private, mode=0o700)
+        bundle = self.make_bundle(os.path.join("private", "bundle"), ["sleep", "100000"])
+        _, _, name = call_as(self.RULE_ALLOWED, MANAGER_PATH, MANAGER + ".CreateTask",
+                             "default", "hidden", bundle, "{}")
+        self.assertEqual(name, ERROR + "NotAuthorized")
+        self.assertFalse(os.path.exists(self.task_dir("default", "hidden")))
+
+        # readable directory, but a config.json only root may read
+        readable = self.make_bundle("readable", ["sleep", "100000"])
+        os.chmod(os.path.join(readable, "config.json"), 0o600)
+        _, _, name = call_as(self.RULE_ALLOWED, MANAGER_PATH, MANAGER + ".CreateTask",
+                             "default", "rootonly", readable, "{}")
+        self.assertEqual(name, ERROR + "NotAuthorized")
+        self.assertFalse(os.path.exists(self.task_dir("default", "rootonly")))
+
+        # a bundle the caller can read runs
+        os.chmod(os.path.join(readable, "config.json"), 0o644)
+        rc, out, name = call_as(self.RULE_ALLOWED, MANAGER_PATH, MANAGER + ".CreateTask",
+                                "default", "mine", readable, "{}")
+        self.assertEqual((rc, name), (0, None), out)
+        path = MANAGER_PATH + "/shims/default/mine"
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "stopped")
+        self.call(path, SHIM, "Delete")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+
+    def test_errors_do_not_show_file_contents(self):
+        secret = os.path.join(self.dir, "secret")
+        with open(secret, "w") as f:
+            f.write("s3cr3tword:$y$j9T$abcdef:19000:0:99999:7:::\n")
+        os.chmod(secret, 0o600)
+        # as root: config.json is a link to a root-only file (as /etc/shadow)
+        linked = self.make_bundle("linked", ["true"])
+        os.unlink(os.path.join(linked, "config.json"))
+        os.symlink(secret, os.path.join(linked, "config.json"))
+        message = self.assert_dbus_error("InvalidArgument", self.call, MANAGER_PATH, MANAGER,
+                                         "CreateTask", "(sssa{sv})",
+                                         ("default", "linked", linked, {})).message
+        self.assertNotIn("s3cr3tword", message)
+        self.assertIn("symbolic link", message)
+        # a copy in the bundle, as a file that does not parse: where, never what
+        os.unlink(os.path.join(linked, "config.json"))
+        with open(os.path.join(linked, "config.json"), "w") as f:
+            f.write(open(secret).read())
+        message = self.assert_dbus_error("InvalidArgument", self.call, MANAGER_PATH, MANAGER,
+                                         "CreateTask", "(sssa{sv})",
+                                         ("default", "copied", linked, {})).message
+        self.assertNotIn("s3cr3tword", message)
+        self.assertIn("line 1", message)
+        # as another user: refused before anything is parsed
+        os.chmod(os.path.join(linked, "config.json"), 0o600)
+        proc = subprocess.run(
+            ["setpriv", f"--reuid={self.RULE_ALLOWED}", f"--regid={self.RULE_ALLOWED}",
+             "--clear-groups", "gdbus", "call", "--system", "--dest", BUS_NAME,
+             "--object-path", MANAGER_PATH, "--method", MANAGER + ".CreateTask", "default",
+             "other", linked, "{}"], capture_output=True, text=True, timeout=30)
+        self.assertIn(ERROR + "NotAuthorized", proc.stderr)
+        self.assertNotIn("s3cr3tword", proc.stderr)
+        with open(self.log_path) as f:
+            self.assertNotIn("s3cr3tword", f.read())
+
+
 class ReapTests(ShimwatchTestCase):
     def test_reap_during_create_touches_nothing(self):
         """A Reap racing the task's CreateTask gets BadState; the create completes."""

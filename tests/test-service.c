@@ -6,7 +6,10 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +20,7 @@
 #include "shimwatch-config.h"
 #include "shimwatch-error.h"
 #include "shimwatch-fair-queue.h"
+#include "shimwatch-file.h"
 #include "shimwatch-records.h"
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-ttrpc.h"
@@ -89,8 +93,21 @@ test_config (void)
 
   /* systemd's environment wins over the file; several directories: the first is ours */
   g_setenv ("RUNTIME_DIRECTORY", "/run/from-systemd:/run/other", TRUE);
+  g_assert_true (shimwatch_config_apply_environment (config, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (config->runtime_dir, ==, "/run/from-systemd");
+  g_assert_cmpstr (config->state_dir, ==, "/var/lib/shimwatch");
+  /* a relative one is refused, not silently ignored, and changes nothing */
+  g_setenv ("RUNTIME_DIRECTORY", "run/elsewhere", TRUE);
+  g_assert_false (shimwatch_config_apply_environment (config, &error));
+  g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+  g_assert_nonnull (strstr (error->message, "RUNTIME_DIRECTORY"));
+  g_clear_error (&error);
+  g_setenv ("RUNTIME_DIRECTORY", "/run/again", TRUE);
   g_setenv ("STATE_DIRECTORY", "relative", TRUE);
-  shimwatch_config_apply_environment (config);
+  g_assert_false (shimwatch_config_apply_environment (config, &error));
+  g_assert_nonnull (strstr (error->message, "STATE_DIRECTORY"));
+  g_clear_error (&error);
   g_assert_cmpstr (config->runtime_dir, ==, "/run/from-systemd");
   g_assert_cmpstr (config->state_dir, ==, "/var/lib/shimwatch");
   g_unsetenv ("RUNTIME_DIRECTORY");
@@ -102,6 +119,176 @@ test_config (void)
     g_unlink (path);
     g_rmdir (dir);
   }
+}
+
+/* issue 8 item 14: typos, an empty RuntimePath and a world-writable runtime directory
+ * passed silently */
+static void
+test_config_mistakes (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("swconf-XXXXXX", NULL);
+  g_autofree char *open_dir = g_build_filename (dir, "anyone", NULL);
+  g_autofree char *sticky = g_build_filename (dir, "sticky", NULL);
+  g_autofree char *below = g_build_filename (sticky, "shims", NULL);
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autoptr(GError) error = NULL;
+
+  {
+    g_autofree char *path = write_config (dir, "[Service]\nCleanupTimout=9\nFrobnicate=1\n"
+                                               "[Servce]\nCleanupTimeout=3\n");
+
+    g_test_expect_message ("ShimwatchConfig", G_LOG_LEVEL_WARNING,
+                           "*unknown key CleanupTimout in [Service] is ignored; did you mean "
+                           "CleanupTimeout?");
+    g_test_expect_message ("ShimwatchConfig", G_LOG_LEVEL_WARNING,
+                           "*unknown key Frobnicate in [Service] is ignored (known: *");
+    g_test_expect_message ("ShimwatchConfig", G_LOG_LEVEL_WARNING,
+                           "*unknown group [Servce] is ignored*");
+    g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+    g_test_assert_expected_messages ();
+    g_assert_no_error (error);
+    g_assert_cmpuint (config->cleanup_timeout_ms, ==, 5000);
+  }
+  {
+    g_autofree char *path = write_config (dir, "[Service]\nRuntimePath=\n");
+
+    g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
+    g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+    g_assert_nonnull (strstr (error->message, "RuntimePath is empty"));
+    g_clear_error (&error);
+  }
+  {
+    g_autofree char *path = write_config (dir, "[Service]\nRuntimePath=/usr/bin/;/opt//shims\n");
+
+    g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+    g_assert_no_error (error);
+    g_assert_cmpstr (config->runtime_path[0], ==, "/usr/bin");
+    g_assert_cmpstr (config->runtime_path[1], ==, "/opt/shims");
+  }
+
+  /* anyone may put a containerd-shim-* into a world-writable directory: refused */
+  g_assert_cmpint (g_mkdir (open_dir, 0755), ==, 0);
+  g_assert_cmpint (chmod (open_dir, 0777), ==, 0);
+  g_strfreev (config->runtime_path);
+  config->runtime_path = g_strsplit (open_dir, ";", -1);
+  g_assert_false (shimwatch_config_check (config, &error));
+  g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+  g_assert_nonnull (strstr (error->message, "writable by every user"));
+  g_clear_error (&error);
+  /* below a world-writable directory only if its sticky bit keeps others' names safe */
+  g_assert_cmpint (g_mkdir (sticky, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir (below, 0755), ==, 0);
+  g_assert_cmpint (chmod (sticky, 01777), ==, 0);
+  g_strfreev (config->runtime_path);
+  config->runtime_path = g_strsplit (below, ";", -1);
+  g_assert_true (shimwatch_config_check (config, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (chmod (sticky, 0777), ==, 0);
+  g_assert_false (shimwatch_config_check (config, &error));
+  g_clear_error (&error);
+
+  g_rmdir (below);
+  g_rmdir (sticky);
+  g_rmdir (open_dir);
+  {
+    g_autofree char *path = g_build_filename (dir, "shimwatch.conf", NULL);
+
+    g_unlink (path);
+    g_rmdir (dir);
+  }
+}
+
+/* issue 8 item 5: a FIFO (or a device) where a file is expected blocked the main loop */
+static void
+test_untrusted_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("swfile-XXXXXX", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autofree char *regular = g_build_filename (dir, "regular", NULL);
+  g_autofree char *link = g_build_filename (dir, "link", NULL);
+  g_autofree char *records = g_build_filename (dir, "records", NULL);
+  g_autofree char *ns = g_build_filename (records, "default", NULL);
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autoptr(GPtrArray) broken = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) loaded = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GDir) listing = NULL;
+  g_autofree char *contents = NULL;
+  g_autofree char *big = g_strnfill (70000, ' ');
+  const char *name;
+  guint n_aside = 0;
+  gsize length = 0;
+
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_true (g_file_set_contents (regular, "[Service]\n", -1, NULL));
+  g_assert_cmpint (symlink (regular, link), ==, 0);
+
+  /* a hang is the failure this guards against: let it end the test instead */
+  alarm (20);
+  g_assert_null (shimwatch_read_regular_file_at (AT_FDCWD, fifo, 100, SHIMWATCH_FILE_NONE,
+                                                 NULL, NULL, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_assert_nonnull (strstr (error->message, "a FIFO"));
+  g_clear_error (&error);
+  g_assert_null (shimwatch_read_regular_file_at (AT_FDCWD, link, 100, SHIMWATCH_FILE_NONE,
+                                                 NULL, NULL, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_clear_error (&error);
+  contents = shimwatch_read_regular_file_at (AT_FDCWD, link, 100, SHIMWATCH_FILE_FOLLOW_LINK,
+                                             &length, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (contents, ==, "[Service]\n");
+  g_assert_cmpuint (length, ==, 10);
+  g_assert_null (shimwatch_read_regular_file_at (AT_FDCWD, regular, 9, SHIMWATCH_FILE_NONE,
+                                                 NULL, NULL, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_clear_error (&error);
+  g_assert_null (shimwatch_read_regular_file_at (AT_FDCWD, "/dev/zero", 100,
+                                                 SHIMWATCH_FILE_FOLLOW_LINK, NULL, NULL, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_clear_error (&error);
+
+  /* the config file */
+  g_assert_false (shimwatch_config_load_file (config, fifo, TRUE, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_clear_error (&error);
+
+  /* task records: a FIFO, a link to /dev/zero, one too large; all set aside */
+  g_assert_cmpint (g_mkdir_with_parents (ns, 0700), ==, 0);
+  {
+    g_autofree char *rec_fifo = g_build_filename (ns, "fifo.json", NULL);
+    g_autofree char *rec_zero = g_build_filename (ns, "zero.json", NULL);
+    g_autofree char *rec_big = g_build_filename (ns, "big.json", NULL);
+
+    g_assert_cmpint (mkfifo (rec_fifo, 0600), ==, 0);
+    g_assert_cmpint (symlink ("/dev/zero", rec_zero), ==, 0);
+    g_assert_true (g_file_set_contents (rec_big, big, -1, NULL));
+  }
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING, "*is broken*");
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING, "*is broken*");
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING, "*is broken*");
+  loaded = shimwatch_records_load (records, broken);
+  g_test_assert_expected_messages ();
+  alarm (0);
+  g_assert_cmpuint (loaded->len, ==, 0);
+  g_assert_cmpuint (broken->len, ==, 3);
+  listing = g_dir_open (ns, 0, NULL);
+  while ((name = g_dir_read_name (listing)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (ns, name, NULL);
+
+      g_assert_nonnull (strstr (name, ".json.broken-"));
+      n_aside++;
+      g_unlink (path);
+    }
+  g_assert_cmpuint (n_aside, ==, 3);
+
+  g_rmdir (ns);
+  g_rmdir (records);
+  g_unlink (link);
+  g_unlink (regular);
+  g_unlink (fifo);
+  g_rmdir (dir);
 }
 
 static void
@@ -706,6 +893,8 @@ main (int    argc,
   g_test_init (&argc, &argv, NULL);
 
   g_test_add_func ("/service/config", test_config);
+  g_test_add_func ("/service/config-mistakes", test_config_mistakes);
+  g_test_add_func ("/service/untrusted-files", test_untrusted_files);
   g_test_add_func ("/service/error-names", test_error_names);
   g_test_add_func ("/service/error-convert", test_error_convert);
   g_test_add_func ("/service/authority-results", test_authority_results);
