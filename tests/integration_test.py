@@ -681,6 +681,7 @@ class HostileInputTests(ShimwatchTestCase):
         import json
         path = self.create_task("default", "crafted", options={
             "runtime": GLib.Variant("s", TEST_RUNTIME)})
+        self.socket_of(path)
         victim = os.path.join(self.dir, "victim")
         os.makedirs(victim)
         with open(os.path.join(victim, "precious"), "w") as f:
@@ -712,7 +713,6 @@ class HostileInputTests(ShimwatchTestCase):
                 os.path.dirname(record_path))))
             self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
             self.assertFalse(self.signals.named("TaskExit", id="crafted"))
-            del path
         finally:
             sleeper.kill()
             sleeper.wait()
@@ -724,6 +724,7 @@ class HostileInputTests(ShimwatchTestCase):
         path = self.create_task("default", "binary", options={
             "runtime": GLib.Variant("s", TEST_RUNTIME)})
         shim_pid = self.prop(path, "ShimPid")
+        self.socket_of(path)
         marker = os.path.join(self.dir, "evil-ran")
         evil = os.path.join(self.dir, "evil", "containerd-shim-evil-v1")
         os.makedirs(os.path.dirname(evil))
