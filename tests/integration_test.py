@@ -183,9 +183,9 @@ class ShimwatchTestCase(unittest.TestCase):
         try:
             with open(self.log_path, errors="replace") as f:
                 self.daemon_log_text = f.read()
-        except OSError:
+        except (AttributeError, OSError):    # setUp failed before there was a log
             pass
-        if self.daemon is not None:          # a failed test may leave it running
+        if getattr(self, "daemon", None) is not None:     # a failed test may leave it running
             self.kill_daemon()
         # shims and containers outlive the service by design: the guard removes what the
         # test left (containers by runc's list, shims by PID, their sockets, the directory)
