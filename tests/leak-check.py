@@ -19,6 +19,7 @@ process. Other people's processes on a shared machine are not ours to report."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,8 +28,11 @@ MARKER = "SHIMWATCH_TEST_SUITE"
 SOCKET_DIR = "/run/containerd/s"
 # runc's default root, and the shims' own default (containerd's /run/containerd/runc/<ns>)
 RUNC_ROOTS = ["/run/runc", "/run/containerd/runc"]
-# what the tests' temporary directories are called (g_dir_make_tmp / mktemp in tests/)
-TMP_PREFIXES = ("sw", "shimwatch-")
+# what the tests' temporary entries in /tmp are called: g_dir_make_tmp / mkdtemp / mktemp
+# names ("swreal-3KQ2Z1", "shimwatch-bus-Ab3xYz") and the test shim's sockets; anything
+# else in /tmp (someone's scratch files on a shared machine) is not the suite's
+TMP_NAME = re.compile(r"^(sw[a-z]+|shimwatch-[a-z]+(-[a-z]+)*)-[A-Za-z0-9_]{6,8}$|"
+                      r"^shimwatch-test-shim-[0-9a-f]{32}\.sock$")
 
 
 def read(path, mode="r"):
@@ -104,7 +108,7 @@ def sockets():
 
 def tmp_entries():
     try:
-        return {os.path.join("/tmp", n) for n in os.listdir("/tmp") if n.startswith(TMP_PREFIXES)}
+        return {os.path.join("/tmp", n) for n in os.listdir("/tmp") if TMP_NAME.match(n)}
     except OSError:
         return set()
 

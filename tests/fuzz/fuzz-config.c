@@ -28,7 +28,7 @@ LLVMFuzzerInitialize (int    *argc,
                       char ***argv)
 {
   fuzz_quiet_logs ();
-  dir = g_dir_make_tmp ("swfuzz-config-XXXXXX", NULL);
+  dir = g_dir_make_tmp ("swfuzzconf-XXXXXX", NULL);
   g_assert_nonnull (dir);
   path = g_build_filename (dir, "shimwatch.conf", NULL);
   atexit (remove_dir);
