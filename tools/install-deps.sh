@@ -12,6 +12,8 @@ packages=(
   containerd runc busybox-static
   libxml2-utils valgrind util-linux procps coreutils systemd
   clang-14 libclang-rt-14-dev
+  # the systemd boot test (tests/systemd): a Debian 12 root booted with systemd-nspawn
+  systemd-container debootstrap
 )
 
 missing=()
