@@ -159,6 +159,14 @@ SEEDS = {
 }
 
 
+# 100,000 levels of nesting (about 200 KB, under the size caps): json-glib's parser recurses
+# once per level, so this crashed the service before the nesting depth was checked first
+DEEP = 100000
+SEEDS["oci-config"]["deep-nesting"] = (b'{"process":{},"root":{"path":"rootfs"},"x":' +
+                                       b"[" * DEEP + b"]" * DEEP + b"}")
+SEEDS["record"]["deep-nesting"] = b'{"version":1,"namespace":' + b"[" * DEEP + b"]" * DEEP + b"}"
+
+
 def main():
     out = sys.argv[1]
     for harness, seeds in SEEDS.items():
