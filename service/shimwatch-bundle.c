@@ -111,9 +111,9 @@ resolve_rootfs (ShimwatchBundle  *bundle,
 }
 
 ShimwatchBundle *
-shimwatch_bundle_open (const char  *path,
-                       guint32      caller_uid,
-                       GError     **error)
+shimwatch_bundle_open (const char             *path,
+                       const ShimwatchCaller  *caller,
+                       GError                **error)
 {
   g_autoptr(ShimwatchBundle) bundle = g_new0 (ShimwatchBundle, 1);
   g_autoptr(GError) local_error = NULL;
@@ -121,7 +121,7 @@ shimwatch_bundle_open (const char  *path,
   g_autofree char *root_path = NULL;
   g_autofree char *name = NULL;
   g_autofree char *config_name = NULL;
-  g_autoptr(ShimwatchCaller) caller = NULL;
+  g_autoptr(ShimwatchCaller) service = NULL;
   struct stat st;
   gsize length = 0;
   int saved_errno;
@@ -136,6 +136,8 @@ shimwatch_bundle_open (const char  *path,
       return NULL;
     }
   bundle->path = g_strdup (path);
+  if (caller == NULL)
+    caller = service = shimwatch_caller_new (0, NULL);
 
   dir_fd = open (path, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0)
@@ -164,7 +166,6 @@ shimwatch_bundle_open (const char  *path,
   name = describe (path, bundle->real_path);
   config_name = g_build_filename (bundle->real_path, "config.json", NULL);
 
-  caller = shimwatch_caller_new (caller_uid);
   ok = check_ancestors (caller, bundle->real_path, error);
   if (ok && !shimwatch_caller_may (caller, &st, R_OK | X_OK))
     ok = refuse (caller, name, error);
@@ -211,6 +212,12 @@ shimwatch_bundle_open (const char  *path,
       return NULL;
     }
   return g_steal_pointer (&bundle);
+}
+
+char *
+shimwatch_bundle_describe (const ShimwatchBundle *bundle)
+{
+  return describe (bundle->path, bundle->real_path);
 }
 
 void

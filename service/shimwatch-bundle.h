@@ -5,14 +5,15 @@
  * errors name both paths), config.json is read from the directory's fd without following
  * a link or blocking, its JSON checked before parsing, and its rootfs resolved. Because
  * org.shimwatch.manage runs the bundle as root, a caller other than root must be able to
- * read it themselves: search permission on every directory above the bundle and its
- * rootfs, read and search permission on both, read permission on config.json (owner,
- * group and other mode bits against the caller's uid and groups; ACLs are not
- * consulted, so a bundle readable only through an ACL is refused).
+ * read it themselves (shimwatch-caller.h): search permission on every directory above the
+ * bundle and its rootfs, read and search permission on both, read permission on
+ * config.json.
  */
 #pragma once
 
 #include <gio/gio.h>
+
+#include "shimwatch-caller.h"
 
 G_BEGIN_DECLS
 
@@ -27,11 +28,14 @@ typedef struct {
 #define SHIMWATCH_BUNDLE_CONFIG_MAX (4u << 20)
 
 /* Errors are SHIMWATCH_ERROR: INVALID_ARGUMENT for a bundle that is missing or wrong,
- * NOT_AUTHORIZED when caller_uid (not 0) could not read it. They never quote a file. */
-ShimwatchBundle *shimwatch_bundle_open (const char  *path,
-                                        guint32      caller_uid,
-                                        GError     **error);
+ * NOT_AUTHORIZED when @caller (NULL: the service itself) could not read it. They never
+ * quote a file. */
+ShimwatchBundle *shimwatch_bundle_open (const char             *path,
+                                        const ShimwatchCaller  *caller,
+                                        GError                **error);
 void             shimwatch_bundle_free (ShimwatchBundle *bundle);
+/* "PATH", or "PATH (resolved to REAL)": how errors name the bundle */
+char            *shimwatch_bundle_describe (const ShimwatchBundle *bundle);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchBundle, shimwatch_bundle_free)
 
 G_END_DECLS

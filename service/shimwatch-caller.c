@@ -16,7 +16,8 @@ struct _ShimwatchCaller
 };
 
 ShimwatchCaller *
-shimwatch_caller_new (guint32 uid)
+shimwatch_caller_new (guint32  uid,
+                      GArray  *gids)
 {
   ShimwatchCaller *caller = g_new0 (ShimwatchCaller, 1);
   long size = sysconf (_SC_GETPW_R_SIZE_MAX);
@@ -28,6 +29,14 @@ shimwatch_caller_new (guint32 uid)
   caller->uid = uid;
   if (uid == 0)
     return caller;
+  if (gids != NULL)
+    {
+      caller->n_groups = (int) gids->len;
+      caller->groups = g_new (gid_t, MAX (gids->len, 1));
+      for (guint i = 0; i < gids->len; i++)
+        caller->groups[i] = (gid_t) g_array_index (gids, guint32, i);
+      return caller;
+    }
   buffer = g_malloc (buffer_size);
   if (getpwuid_r ((uid_t) uid, &pw, buffer, buffer_size, &found) != 0 || found == NULL)
     return caller;      /* a uid without a user: its own bits and "other" only */

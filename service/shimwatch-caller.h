@@ -3,7 +3,8 @@
  * ShimwatchCaller: what a D-Bus caller could do to a file themselves. org.shimwatch.manage
  * makes the service act as root on the caller's behalf; it acts only on files the caller
  * could use without it. The owner, group and other mode bits are matched against the
- * caller's uid and the groups of its user (getgrouplist()); ACLs and capabilities are not
+ * caller's uid and groups (those of its process when the bus tells them, else those of
+ * its user); ACLs and capabilities are not
  * consulted, so access granted only through them is refused. uid 0 may do anything.
  */
 #pragma once
@@ -15,7 +16,10 @@ G_BEGIN_DECLS
 
 typedef struct _ShimwatchCaller ShimwatchCaller;
 
-ShimwatchCaller *shimwatch_caller_new  (guint32                 uid);
+/* @gids: the caller's groups as the bus saw them (GetConnectionCredentials'
+ * UnixGroupIDs), or NULL to take its user's groups from getgrouplist() */
+ShimwatchCaller *shimwatch_caller_new  (guint32                 uid,
+                                        GArray                 *gids);
 void             shimwatch_caller_free (ShimwatchCaller        *caller);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchCaller, shimwatch_caller_free)
 

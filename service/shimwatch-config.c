@@ -238,6 +238,13 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
     {
       char *canonical;
 
+      if (runtime_path[i][0] == '\0')
+        {
+          g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                       "%s: RuntimePath has an empty entry (entry %u): remove the extra ';'",
+                       path, i + 1);
+          return FALSE;
+        }
       if (!absolute_dir ("RuntimePath", runtime_path[i], error))
         {
           g_prefix_error (error, "%s: ", path);

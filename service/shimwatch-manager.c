@@ -322,6 +322,10 @@ create_rpc_cb (GObject      *source,
   if (!shimwatch_task_client_create_finish (SHIMWATCH_TASK_CLIENT (source), result, &data->pid,
                                             &error))
     {
+      g_autofree char *bundle = shimwatch_bundle_describe (data->opened);
+
+      /* runc's words name the task directory at most: say which bundle it was */
+      g_prefix_error (&error, "bundle %s: ", bundle);
       create_fail (data, error);
       return;
     }
@@ -378,6 +382,10 @@ create_caller_known_cb (GObject      *source,
   ShimwatchManager *self = data->self;
   g_autoptr(GError) error = NULL;
   g_autoptr(GVariant) reply = NULL;
+  g_autoptr(GVariant) credentials = NULL;
+  g_autoptr(GVariant) groups = NULL;
+  g_autoptr(GArray) gids = NULL;
+  g_autoptr(ShimwatchCaller) caller = NULL;
   guint32 caller_uid;
 
   reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
@@ -387,7 +395,25 @@ create_caller_known_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
-  g_variant_get (reply, "(u)", &caller_uid);
+  credentials = g_variant_get_child_value (reply, 0);
+  if (!g_variant_lookup (credentials, "UnixUserID", "u", &caller_uid))
+    {
+      g_set_error_literal (&error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_AUTHORIZED,
+                           "the bus does not tell the caller's uid");
+      create_fail (data, error);
+      return;
+    }
+  /* the groups of the caller's process (dbus-daemon >= 1.12), else its user's */
+  groups = g_variant_lookup_value (credentials, "UnixGroupIDs", G_VARIANT_TYPE ("au"));
+  if (groups != NULL)
+    {
+      gsize n = 0;
+      const guint32 *values = g_variant_get_fixed_array (groups, &n, sizeof (guint32));
+
+      gids = g_array_sized_new (FALSE, FALSE, sizeof (guint32), (guint) n);
+      g_array_append_vals (gids, values, (guint) n);
+    }
+  caller = shimwatch_caller_new (caller_uid, gids);
   data->shim_binary = shimwatch_launcher_resolve_runtime (self->launcher, data->runtime, &error);
   if (data->shim_binary == NULL)
     {
@@ -396,10 +422,10 @@ create_caller_known_cb (GObject      *source,
     }
   /* the bundle runs as root: its caller must be able to read it themselves, and to
    * open what the shim will open for the task's stdio */
-  data->opened = shimwatch_bundle_open (data->bundle, caller_uid, &error);
+  data->opened = shimwatch_bundle_open (data->bundle, caller, &error);
   if (data->opened == NULL ||
       !shimwatch_stdio_check (data->stdio, (const char * const *) self->config->runtime_path,
-                              caller_uid, &error))
+                              caller, &error))
     {
       create_fail (data, error);
       return;
@@ -442,9 +468,9 @@ create_authorized_cb (GObject      *source,
   data->reserved = TRUE;
   g_dbus_connection_call (g_dbus_method_invocation_get_connection (data->invocation),
                           "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                          "org.freedesktop.DBus", "GetConnectionUnixUser",
+                          "org.freedesktop.DBus", "GetConnectionCredentials",
                           g_variant_new ("(s)", g_dbus_method_invocation_get_sender (data->invocation)),
-                          G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL,
+                          G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, -1, NULL,
                           create_caller_known_cb, data);
 }
 
@@ -540,7 +566,7 @@ handle_create_task (ShimwatchDbusManager  *iface,
   data->bundle = g_strdup (arg_bundle);
   data->task_dir = task_dir_for (self, arg_namespace, arg_id);
   if (!parse_create_options (data, arg_options, &error) ||
-      !shimwatch_stdio_parse (data->stdio, &error))
+      !shimwatch_stdio_parse (data->stdio, data->terminal, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       create_data_free (data);

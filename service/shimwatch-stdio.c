@@ -118,8 +118,9 @@ check_syntax (const char  *name,
 }
 
 gboolean
-shimwatch_stdio_parse (char    **stdio,
-                       GError  **error)
+shimwatch_stdio_parse (char     **stdio,
+                       gboolean   terminal,
+                       GError   **error)
 {
   Kind kind;
 
@@ -141,10 +142,18 @@ shimwatch_stdio_parse (char    **stdio,
       if (kind == KIND_BINARY && has_value (stdio[0]))
         return invalid (error, "a binary:// logger takes the task's output only; the runc "
                         "shim would ignore stdin");
+      if (kind == KIND_FILE && terminal)
+        return invalid (error, "a terminal's output goes to a FIFO or a binary:// logger; "
+                        "the runc shim cannot send it to a file:// URI");
       /* the shim opens the stderr pipe only if stderr is given, and copies it always */
       g_free (stdio[2]);
       stdio[2] = g_strdup (stdio[1]);
     }
+  else if (!terminal && (has_value (stdio[0]) || has_value (stdio[1]) || has_value (stdio[2])) &&
+           (!has_value (stdio[1]) || !has_value (stdio[2])))
+    return invalid (error, "options \"stdout\" and \"stderr\" go together: the runc shim "
+                    "opens both once any stdio option is given (the same path for both is "
+                    "fine)");
   return TRUE;
 }
 
@@ -231,13 +240,11 @@ check_binary (const char          *value,
 }
 
 gboolean
-shimwatch_stdio_check (char * const        *stdio,
-                       const char * const  *runtime_dirs,
-                       guint32              caller_uid,
-                       GError             **error)
+shimwatch_stdio_check (char * const           *stdio,
+                       const char * const     *runtime_dirs,
+                       const ShimwatchCaller  *caller,
+                       GError                **error)
 {
-  g_autoptr(ShimwatchCaller) caller = shimwatch_caller_new (caller_uid);
-
   switch (kind_of (stdio[1]))
     {
     case KIND_BINARY:

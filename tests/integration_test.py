@@ -767,7 +767,10 @@ class HostileInputTests(ShimwatchTestCase):
             {"stdout": "binary://" + outside},
             {"stdout": "binary:///usr/bin/true", "stdin": fifo},
             {"stdout": "file://" + self.dir + "/a", "stderr": "file://" + self.dir + "/b"},
-            {"stdout": os.path.join(self.dir, "missing.fifo")},
+            {"stdout": os.path.join(self.dir, "missing.fifo"),
+             "stderr": os.path.join(self.dir, "missing.fifo")},
+            {"stdout": fifo},
+            {"stdin": fifo},
             {"stdout": "file://" + self.dir + "/no/such/dir/out"},
         ]
         for i, options in enumerate(cases):
@@ -833,7 +836,17 @@ class HostileInputTests(ShimwatchTestCase):
         message = self.create_error("InvalidArgument", "rootlink", bundle)
         self.assertIn(bundle, message)
         self.assertIn("symbolic link", message)
-        self.assert_alive_and_untouched("missing", "rootlink")
+        # what runc refuses is said with the bundle's name too
+        import json
+        bundle = self.make_bundle("noargs", ["true"])
+        with open(os.path.join(bundle, "config.json")) as f:
+            spec = json.load(f)
+        spec["process"]["args"] = []
+        with open(os.path.join(bundle, "config.json"), "w") as f:
+            json.dump(spec, f)
+        message = self.create_error("ShimFailed", "noargs", bundle)
+        self.assertIn(f"bundle {bundle}: ", message)
+        self.assert_alive_and_untouched("missing", "rootlink", "noargs")
 
 
 class CallerAccessTests(ShimwatchTestCase):

@@ -23,6 +23,7 @@
 #include "shimwatch-file.h"
 #include "shimwatch-records.h"
 #include "shimwatch-signal-ledger.h"
+#include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
 
 static char *
@@ -158,6 +159,14 @@ test_config_mistakes (void)
     g_clear_error (&error);
   }
   {
+    g_autofree char *path = write_config (dir, "[Service]\nRuntimePath=/usr/bin;;/opt/shims\n");
+
+    g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
+    g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+    g_assert_nonnull (strstr (error->message, "RuntimePath has an empty entry (entry 2)"));
+    g_clear_error (&error);
+  }
+  {
     g_autofree char *path = write_config (dir, "[Service]\nRuntimePath=/usr/bin/;/opt//shims\n");
 
     g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
@@ -289,6 +298,68 @@ test_untrusted_files (void)
   g_unlink (regular);
   g_unlink (fifo);
   g_rmdir (dir);
+}
+
+/* issue 8 item 12: what containerd-shim-runc-v2 would choke on is refused up front */
+static void
+test_stdio_parse (void)
+{
+  static const struct {
+    const char *in[3];
+    gboolean    terminal;
+    const char *stderr_after;   /* NULL: refused */
+  } cases[] = {
+    { { NULL, NULL, NULL }, FALSE, "" },
+    { { NULL, "/run/o", "/run/e" }, FALSE, "/run/e" },
+    { { "/run/i", "/run/o", "/run/o" }, FALSE, "/run/o" },
+    { { NULL, "file:///var/log/t.log", NULL }, FALSE, "file:///var/log/t.log" },
+    { { NULL, "file:///var/log/t.log", "file:///var/log/t.log" }, FALSE, "file:///var/log/t.log" },
+    { { NULL, "binary:///usr/bin/logger?tag=x", NULL }, FALSE, "binary:///usr/bin/logger?tag=x" },
+    { { "/run/i", "/run/o", NULL }, TRUE, "" },
+    { { NULL, "relative", "/run/e" }, FALSE, NULL },
+    { { NULL, "/run/o", "relative" }, FALSE, NULL },
+    { { "relative", "/run/o", "/run/e" }, FALSE, NULL },
+    { { "file:///in", "/run/o", "/run/e" }, FALSE, NULL },
+    { { NULL, "fifo:///run/o", "/run/e" }, FALSE, NULL },
+    { { NULL, "http://h/x", "/run/e" }, FALSE, NULL },
+    { { NULL, "file://host/x", NULL }, FALSE, NULL },
+    { { NULL, "file:///a%2fb", NULL }, FALSE, NULL },
+    { { NULL, "file:///a?b", NULL }, FALSE, NULL },
+    { { NULL, "file:///a", "file:///b" }, FALSE, NULL },
+    { { NULL, "file:///a", "/run/e" }, FALSE, NULL },
+    { { NULL, "/run/o", "file:///a" }, FALSE, NULL },
+    { { NULL, "file:///a", NULL }, TRUE, NULL },
+    { { "/run/i", "binary:///usr/bin/logger", NULL }, FALSE, NULL },
+    { { NULL, "/run/o", NULL }, FALSE, NULL },
+    { { NULL, NULL, "/run/e" }, FALSE, NULL },
+    { { "/run/i", NULL, NULL }, FALSE, NULL },
+    { { NULL, "/run/o\n", "/run/e" }, FALSE, NULL },
+    { { NULL, "/run/\xff", "/run/e" }, FALSE, NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      char *stdio[3];
+      gboolean ok;
+
+      for (guint j = 0; j < 3; j++)
+        stdio[j] = g_strdup (cases[i].in[j]);
+      ok = shimwatch_stdio_parse (stdio, cases[i].terminal, &error);
+      if (cases[i].stderr_after != NULL)
+        {
+          g_assert_no_error (error);
+          g_assert_true (ok);
+          g_assert_cmpstr (stdio[2] != NULL ? stdio[2] : "", ==, cases[i].stderr_after);
+        }
+      else
+        {
+          g_assert_false (ok);
+          g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+        }
+      for (guint j = 0; j < 3; j++)
+        g_free (stdio[j]);
+    }
 }
 
 static void
@@ -895,6 +966,7 @@ main (int    argc,
   g_test_add_func ("/service/config", test_config);
   g_test_add_func ("/service/config-mistakes", test_config_mistakes);
   g_test_add_func ("/service/untrusted-files", test_untrusted_files);
+  g_test_add_func ("/service/stdio-parse", test_stdio_parse);
   g_test_add_func ("/service/error-names", test_error_names);
   g_test_add_func ("/service/error-convert", test_error_convert);
   g_test_add_func ("/service/authority-results", test_authority_results);
