@@ -10,6 +10,8 @@
 #include "shimwatch-ttrpc.h"
 
 #define READ_CHUNK 65536
+/* one dispatch reads at most this many chunks: a fast peer cannot hold the main loop */
+#define READ_CHUNKS_PER_DISPATCH 16
 
 struct _ShimwatchTtrpc
 {
@@ -22,6 +24,8 @@ struct _ShimwatchTtrpc
 
   GByteArray                   *inbuf;
   GByteArray                   *outbuf;
+  gsize                         output_limit;
+  gboolean                      output_full;        /* client role: calls refused */
 
   /* an oversized frame is skipped, then answered / failed on its stream */
   guint64                       skip_remaining;
@@ -159,6 +163,11 @@ flush_output (ShimwatchTtrpc *self)
         }
       g_byte_array_remove_range (self->outbuf, 0, (guint) n);
     }
+  if (self->output_full && self->outbuf->len < self->output_limit / 2)
+    {
+      self->output_full = FALSE;
+      g_message ("ttrpc peer reads again: calls are sent again");
+    }
 
   if (self->write_source != NULL)
     {
@@ -221,6 +230,13 @@ shimwatch_ttrpc_respond (ShimwatchTtrpc *self,
                                              "response exceeds the 4 MiB message limit", NULL);
     }
   queue_frame (self, stream_id, SHIMWATCH_TTRPC_TYPE_RESPONSE, 0, body);
+  /* a peer that sends requests and never reads the replies would grow them without
+   * bound: at the cap it is closed (as a client, it can reconnect and read) */
+  if (!self->closed && self->outbuf->len > self->output_limit)
+    close_with_error (self, g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_OUTPUT_FULL,
+                                         "the peer does not read its replies: %u bytes unsent, "
+                                         "over the %" G_GSIZE_FORMAT "-byte limit",
+                                         self->outbuf->len, self->output_limit));
 }
 
 static void
@@ -412,7 +428,7 @@ read_ready_cb (GSocket      *socket,
   g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
   guint8 chunk[READ_CHUNK];
 
-  for (;;)
+  for (guint chunks = 0; chunks < READ_CHUNKS_PER_DISPATCH; chunks++)
     {
       g_autoptr(GError) error = NULL;
       gssize n = g_socket_receive (self->socket, (char *) chunk, sizeof chunk, NULL, &error);
@@ -511,6 +527,19 @@ shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
                                name, g_bytes_get_size (body));
       return;
     }
+  /* a peer that does not read its requests: refuse more rather than close, since for a
+   * shim closing would read as its death and its task would be cleaned up */
+  if (self->outbuf->len >= self->output_limit)
+    {
+      if (!self->output_full)
+        g_warning ("ttrpc peer does not read its requests (%u bytes unsent); refusing "
+                   "calls until it does", self->outbuf->len);
+      self->output_full = TRUE;
+      g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
+                               "%s: the peer does not read its requests (%u bytes unsent)",
+                               name, self->outbuf->len);
+      return;
+    }
   if (self->next_stream_id > G_MAXUINT32 - 2)
     {
       g_task_return_new_error (task, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED,
@@ -540,6 +569,23 @@ shimwatch_ttrpc_call_finish (ShimwatchTtrpc  *self,
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+shimwatch_ttrpc_set_output_limit (ShimwatchTtrpc *self,
+                                  gsize           limit)
+{
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+  g_return_if_fail (limit > 0);
+
+  self->output_limit = limit;
+}
+
+gsize
+shimwatch_ttrpc_get_output_pending (ShimwatchTtrpc *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_TTRPC (self), 0);
+  return self->outbuf->len;
 }
 
 void
@@ -724,6 +770,7 @@ shimwatch_ttrpc_init (ShimwatchTtrpc *self)
 {
   self->inbuf = g_byte_array_new ();
   self->outbuf = g_byte_array_new ();
+  self->output_limit = SHIMWATCH_TTRPC_OUTPUT_LIMIT;
   self->next_stream_id = 1;
   self->pending = g_hash_table_new (g_direct_hash, g_direct_equal);
 }

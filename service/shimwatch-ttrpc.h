@@ -21,7 +21,14 @@ G_BEGIN_DECLS
 typedef enum {
   SHIMWATCH_TTRPC_ERROR_CLOSED   = 100, /* "ttrpc: closed": the connection ended */
   SHIMWATCH_TTRPC_ERROR_PROTOCOL = 101, /* the peer sent something we cannot decode */
+  SHIMWATCH_TTRPC_ERROR_OUTPUT_FULL = 102, /* the peer does not read: closed at the cap */
 } ShimwatchTtrpcError;
+
+/* What may wait to be written to one peer, beyond the frame being queued. A server peer
+ * that lets its replies pile up to this is closed (SHIMWATCH_TTRPC_ERROR_OUTPUT_FULL); a
+ * client call to a peer that does not read its requests fails at once with
+ * SHIMWATCH_GRPC_RESOURCE_EXHAUSTED and the connection stays. */
+#define SHIMWATCH_TTRPC_OUTPUT_LIMIT (1024 * 1024)
 GQuark shimwatch_ttrpc_error_quark (void);
 
 #define SHIMWATCH_TYPE_TTRPC (shimwatch_ttrpc_get_type ())
@@ -66,6 +73,11 @@ void            shimwatch_ttrpc_respond             (ShimwatchTtrpc             
                                                      int                           code,
                                                      const char                   *message,
                                                      GBytes                       *payload);
+
+/* tests: a smaller cap than SHIMWATCH_TTRPC_OUTPUT_LIMIT, and what waits to be written */
+void            shimwatch_ttrpc_set_output_limit    (ShimwatchTtrpc               *self,
+                                                     gsize                         limit);
+gsize           shimwatch_ttrpc_get_output_pending  (ShimwatchTtrpc               *self);
 
 void            shimwatch_ttrpc_close               (ShimwatchTtrpc               *self);
 gboolean        shimwatch_ttrpc_is_closed           (ShimwatchTtrpc               *self);

@@ -690,6 +690,135 @@ test_server_stream_rules (Fixture       *fx,
   g_assert_cmpuint (fx->closed_count, ==, 0);
 }
 
+/* -- outgoing bytes are capped ---------------------------------------------------------- */
+
+/* a server peer that sends requests and never reads the replies is closed at the cap,
+ * with what waited for it bounded by the cap and one frame */
+static void
+test_server_output_capped (Fixture       *fx,
+                           gconstpointer  data)
+{
+  guint handled = 0;
+  g_autoptr(GByteArray) burst = g_byte_array_new ();
+  gsize sent = 0;
+  gsize most_pending = 0;
+
+  shimwatch_ttrpc_set_request_handler (fx->ttrpc, echo_handler, &handled, NULL);
+  shimwatch_ttrpc_set_output_limit (fx->ttrpc, 64 * 1024);
+  g_unix_set_fd_nonblocking (fx->peer, TRUE, NULL);
+  /* 10-byte requests on even stream ids: each is answered with an error of ~60 bytes */
+  for (guint32 sid = 2; sid <= 2000; sid += 2)
+    {
+      g_autoptr(GByteArray) one = frame (sid, SHIMWATCH_TTRPC_TYPE_REQUEST, 0, NULL);
+
+      g_byte_array_append (burst, one->data, one->len);
+    }
+  while (fx->closed_count == 0 && sent < 64 * 1024 * 1024)
+    {
+      gssize n = write (fx->peer, burst->data, burst->len);
+
+      if (n > 0)
+        sent += (gsize) n;
+      else
+        g_assert_true (n < 0 && (errno == EAGAIN || errno == EPIPE || errno == ECONNRESET));
+      iterate (4);
+      most_pending = MAX (most_pending, shimwatch_ttrpc_get_output_pending (fx->ttrpc));
+    }
+  g_assert_cmpuint (fx->closed_count, ==, 1);
+  g_assert_error (fx->closed_reason, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_OUTPUT_FULL);
+  g_assert_cmpuint (most_pending, <=, 64 * 1024 + 128);
+  g_assert_cmpuint (handled, ==, 0);
+}
+
+/* calls queued to a peer that does not read end only when the fixture closes: their
+ * results go to the heap, not to the test's stack */
+typedef struct {
+  guint   done;
+  GError *error;        /* of the last call that ended */
+} CallCount;
+
+static void
+call_count_free (CallCount *count)
+{
+  g_clear_error (&count->error);
+  g_free (count);
+}
+
+static void
+call_counted_cb (GObject      *source,
+                 GAsyncResult *result,
+                 gpointer      user_data)
+{
+  CallCount *count = user_data;
+  g_autoptr(GBytes) payload = NULL;
+
+  g_clear_error (&count->error);
+  payload = shimwatch_ttrpc_call_finish (SHIMWATCH_TTRPC (source), result, &count->error);
+  count->done++;
+}
+
+/* a client peer that does not read its requests: calls fail at once, the connection stays
+ * (for a shim, closing would read as its death), and they work again once it reads */
+static void
+test_client_output_capped (Fixture       *fx,
+                           gconstpointer  data)
+{
+  g_autoptr(GBytes) big = NULL;
+  g_autofree guint8 *zeros = g_malloc0 (16 * 1024);
+  CallCount *count = g_new0 (CallCount, 1);
+  guint queued = 0;
+
+  g_object_set_data_full (G_OBJECT (fx->ttrpc), "test-count", count,
+                          (GDestroyNotify) call_count_free);
+  shimwatch_ttrpc_set_output_limit (fx->ttrpc, 256 * 1024);
+  big = g_bytes_new (zeros, 16 * 1024);
+  g_test_expect_message ("ShimwatchTtrpc", G_LOG_LEVEL_WARNING,
+                         "ttrpc peer does not read its requests*");
+  for (;;)
+    {
+      shimwatch_ttrpc_call_async (fx->ttrpc, "test.Echo", "Echo", big, NULL, 0, call_counted_cb,
+                                  count);
+      iterate (2);
+      if (count->done > 0)
+        break;
+      queued++;
+      g_assert_cmpuint (queued, <, 1000);
+    }
+  g_test_assert_expected_messages ();
+  g_assert_cmpuint (count->done, ==, 1);
+  g_assert_error (count->error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_RESOURCE_EXHAUSTED);
+  g_assert_cmpuint (shimwatch_ttrpc_get_output_pending (fx->ttrpc), <=, 256 * 1024 + 17 * 1024);
+  g_assert_false (shimwatch_ttrpc_is_closed (fx->ttrpc));
+  g_assert_cmpuint (fx->closed_count, ==, 0);
+
+  /* the peer reads everything: calls go out again */
+  g_unix_set_fd_nonblocking (fx->peer, TRUE, NULL);
+  for (gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+       shimwatch_ttrpc_get_output_pending (fx->ttrpc) > 0;)
+    {
+      guint8 sink[65536];
+
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      while (read (fx->peer, sink, sizeof sink) > 0)
+        ;
+      iterate (1);
+    }
+  shimwatch_ttrpc_call_async (fx->ttrpc, "test.Echo", "Echo", big, NULL, 0, call_counted_cb,
+                              count);
+  iterate (2);
+  g_assert_cmpuint (count->done, ==, 1);     /* sent, waiting for its answer */
+  g_assert_cmpuint (shimwatch_ttrpc_get_output_pending (fx->ttrpc), <, 256 * 1024);
+  /* every call still pending fails once the connection ends */
+  shimwatch_ttrpc_close (fx->ttrpc);
+  for (gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+       count->done < queued + 2;)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      iterate (1);
+    }
+  g_assert_error (count->error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED);
+}
+
 /* -- events server ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -1172,6 +1301,8 @@ main (int    argc,
   ADD ("/ttrpc/local-close-once", test_local_close_once);
   ADD ("/ttrpc/reset-closes", test_reset_closes);
   ADD ("/ttrpc/server-stream-rules", test_server_stream_rules);
+  ADD ("/ttrpc/output/server-peer-closed-at-cap", test_server_output_capped);
+  ADD ("/ttrpc/output/client-calls-refused-at-cap", test_client_output_capped);
 #undef ADD
   g_test_add_func ("/events/server", test_events_server);
 
