@@ -167,6 +167,29 @@ export_shim (ShimwatchManager *self,
   shimwatch_shim_set_exported (shim);
 }
 
+/* a task's events are accepted only from its own shim: any other process on the events
+ * socket could otherwise end a task with a forged TaskExit */
+static gboolean
+event_sender_check (const ShimwatchEvent      *event,
+                    const ShimwatchEventsPeer *peer,
+                    char                     **why,
+                    gpointer                   user_data)
+{
+  ShimwatchManager *self = user_data;
+  g_autofree char *key = NULL;
+  ShimwatchShim *shim;
+
+  if (event->container_id == NULL)
+    return TRUE;
+  key = task_key (event->namespace_, event->container_id);
+  shim = g_hash_table_lookup (self->shims, key);
+  if (shim == NULL || shimwatch_shim_is_shim_process (shim, peer->pid, peer->start_time))
+    return TRUE;
+  *why = g_strdup_printf ("the sender, pid %u, is not the task's shim (pid %u)", peer->pid,
+                          shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (shim)));
+  return FALSE;
+}
+
 static void
 event_cb (ShimwatchEventsServer *server,
           ShimwatchEvent        *event,
@@ -1168,6 +1191,7 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
       return NULL;
     }
   g_signal_connect (self->events, "event", G_CALLBACK (event_cb), self);
+  shimwatch_events_server_set_sender_check (self->events, event_sender_check, self);
 
   /* -address only names the shim sockets (sha256 of <address>/<ns>/<id>); it is never
    * served, and being ours keeps our sockets apart from a containerd on the same host */

@@ -34,6 +34,7 @@ struct _ShimwatchShim
   char                *shim_binary;
   char                *task_dir;
   guint64              task_start_time;
+  guint64              shim_start_time;  /* tells the shim from a later process with its pid */
 
   ShimwatchShimHandle *handle;
   gulong               closed_id;
@@ -542,6 +543,7 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   if (handle->shim_pid > 0)
     {
       self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
+      self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
       if (self->shim_pidfd >= 0)
         self->shim_pidfd_watch = g_unix_fd_add (self->shim_pidfd, G_IO_IN,
                                                 shim_process_exited_cb, self);
@@ -1122,6 +1124,8 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   self->persistent = TRUE;
   self->loading = TRUE;
   self->task_start_time = record->task_start_time;
+  /* until its shim answers again: whatever runs under the recorded pid now */
+  self->shim_start_time = shimwatch_process_start_time (record->shim_pid);
   self->exit_emitted = record->exit_emitted;
   self->exit = record->exit;
   self->disconnected = record->disconnected;
@@ -1251,6 +1255,23 @@ shimwatch_shim_get_client (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
   return self->handle != NULL ? self->handle->client : NULL;
+}
+
+/* the process @pid, started at @start_time, is this task's shim: its events are the task's */
+gboolean
+shimwatch_shim_is_shim_process (ShimwatchShim *self,
+                                guint32        pid,
+                                guint64        start_time)
+{
+  guint32 shim_pid;
+
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
+
+  shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  if (shim_pid == 0 || pid != shim_pid)
+    return FALSE;
+  /* a shim already gone when it was attached has no start time: its pid is all there is */
+  return self->shim_start_time == 0 || start_time == self->shim_start_time;
 }
 
 gboolean

@@ -33,6 +33,9 @@ const char    *shimwatch_shim_get_id          (ShimwatchShim         *self);
 const char    *shimwatch_shim_get_task_dir    (ShimwatchShim         *self);
 ShimwatchTaskClient *shimwatch_shim_get_client (ShimwatchShim        *self);
 gboolean       shimwatch_shim_is_exported     (ShimwatchShim         *self);
+gboolean       shimwatch_shim_is_shim_process (ShimwatchShim         *self,
+                                               guint32                pid,
+                                               guint64                start_time);
 guint32        shimwatch_shim_get_last_exit_status (ShimwatchShim    *self);
 
 /* a shim known from its task record (service restart) */
