@@ -11,6 +11,8 @@ import os
 import random
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1253,6 +1255,162 @@ class DenialOfServiceTests(ShimwatchTestCase):
         wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
                    "the deleted task's object to go")
         self.assertEqual(self.signals.named("ShimDisconnected"), [])
+
+
+
+# -- a raw peer on the events socket (tests of what a shim must not be able to do) ----------
+
+def pb_varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7f, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_field(number, value):
+    if isinstance(value, int):
+        return pb_varint(number << 3) + pb_varint(value)
+    if isinstance(value, str):
+        value = value.encode()
+    return pb_varint(number << 3 | 2) + pb_varint(len(value)) + value
+
+
+def pb_fields(data):
+    """{field number: value} of one protobuf message (varints and length-delimited only)."""
+    fields, i = {}, 0
+
+    def varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7f) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+    while i < len(data):
+        key = varint()
+        if key & 7 == 0:
+            fields[key >> 3] = varint()
+        else:
+            length = varint()
+            fields[key >> 3] = data[i:i + length]
+            i += length
+    return fields
+
+
+def pb_timestamp(when):
+    return pb_field(1, int(when)) + pb_field(2, int((when % 1) * 1e9))
+
+
+def forward_frame(stream_id, namespace, topic, type_url, event):
+    """A ttrpc request frame: Events.Forward of one envelope."""
+    envelope = (pb_field(1, pb_timestamp(time.time())) + pb_field(2, namespace) +
+                pb_field(3, topic) + pb_field(4, pb_field(1, type_url) + pb_field(2, event)))
+    request = (pb_field(1, "containerd.services.events.ttrpc.v1.Events") +
+               pb_field(2, "Forward") + pb_field(3, pb_field(1, envelope)))
+    return struct.pack(">IIBB", len(request), stream_id, 1, 0) + request
+
+
+def task_exit_event(container_id, pid, exit_status):
+    return (pb_field(1, container_id) + pb_field(2, container_id) + pb_field(3, pid) +
+            pb_field(4, exit_status) + pb_field(5, pb_timestamp(time.time())))
+
+
+def read_response(sock):
+    """(stream id, gRPC status code, message) of the next response frame."""
+    def exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise AssertionError("the service closed the events connection")
+            data += chunk
+        return data
+    length, stream_id, kind, _ = struct.unpack(">IIBB", exactly(10))
+    assert kind == 2, kind
+    status = pb_fields(pb_fields(exactly(length)).get(1, b""))
+    return stream_id, status.get(1, 0), status.get(2, b"").decode()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+class EventsPeerTests(ShimwatchTestCase):
+    """What reaches the events socket (issue 8 items 10 and 11): a task's events count only
+    from its own shim, and a peer that never reads cannot grow the service's memory."""
+
+    def connect_events(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(os.path.join(self.runtime_dir, "events.sock"))
+        self.addCleanup(sock.close)
+        return sock
+
+    def test_forged_events_are_dropped(self):
+        path = self.create_task("dos", "forged")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        # the shim itself is not in its task's cgroup: only its pid can vouch for it
+        with open(f"/proc/{shim_pid}/cgroup") as f, open(f"/proc/{task_pid}/cgroup") as g:
+            self.assertNotEqual(f.read(), g.read())
+
+        sock = self.connect_events()
+        sock.sendall(forward_frame(1, "dos", "/tasks/exit", "containerd.events.TaskExit",
+                                   task_exit_event("forged", 1, 0)))
+        stream_id, code, message = read_response(sock)
+        self.assertEqual((stream_id, code), (1, 7), message)      # PERMISSION_DENIED
+        self.assertIn(f"is not the task's shim (pid {shim_pid})", message)
+        pump(0.5)
+        self.assertEqual(self.signals.named("TaskExit"), [])
+        self.assertEqual(self.prop(path, "Status"), "running")
+        with open(self.log_path) as f:
+            self.assertIn(f"event /tasks/exit for dos/forged refused: the sender, pid "
+                          f"{os.getpid()}, is not the task's shim", f.read())
+
+        # the shim's own report still counts: the real 137, not the forged 0
+        os.kill(task_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("TaskExit", id="forged"), 10, "TaskExit(137)")
+        self.assertEqual(self.signals.named("TaskExit", id="forged")[0][2][4:6],
+                         (task_pid, 137))
+        self.assertEqual(self.prop(path, "Status"), "stopped")
+        self.assertEqual(self.call(path, SHIM, "Delete")[0], 137)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the deleted task's object to go")
+
+    def test_peer_that_never_reads_is_closed(self):
+        sock = self.connect_events()
+        rss_before = rss_kib(self.daemon.pid)
+        # each 10-byte frame (an even stream id) is answered with an error of ~70 bytes
+        batch = b"".join(struct.pack(">IIBB", 0, 2 * (i + 1), 1, 0) for i in range(10000))
+        sent, budget, closed = 0, 8 << 20, False
+        while sent < budget:
+            try:
+                sock.sendall(batch)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            except socket.timeout:
+                break
+            sent += len(batch)
+        print(f"# closed after {sent} bytes sent, RSS {rss_before} -> "
+              f"{rss_kib(self.daemon.pid)} KiB")
+        self.assertTrue(closed, f"still open after {sent} bytes of requests never read")
+        self.assertLess(rss_kib(self.daemon.pid) - rss_before, 24 << 10)
+        with open(self.log_path) as f:
+            self.assertIn("the peer does not read its replies", f.read())
+        # the socket still serves everyone else
+        other = self.connect_events()
+        other.sendall(forward_frame(1, "dos", "/tasks/oom", "containerd.events.TaskOOM",
+                                    pb_field(1, "nobody-here")))
+        self.assertEqual(read_response(other)[:2], (1, 0))
 
 
 class RestartTests(ShimwatchTestCase):
