@@ -21,6 +21,10 @@
 #define MAX_CHECKS_RUNNING     16    /* sent to polkit and not answered yet */
 #define MAX_RUNNING_PER_UID    4
 #define BUSY_LOG_INTERVAL_US   G_USEC_PER_SEC
+/* a check that may not prompt and gets no answer holds its place for at most this long:
+ * a hung polkitd must not take authorization away for good (one that may prompt waits
+ * for a person, however long) */
+#define CHECK_TIMEOUT_S        30
 
 struct _ShimwatchAuthority
 {
@@ -63,11 +67,19 @@ typedef struct {
   char                        *id;
   gboolean                     interactive;
   guint32                      uid;
+  GCancellable                *cancellable;   /* while with polkit, without interaction */
+  GSource                     *timeout;
 } CheckData;
 
 static void
 check_data_free (CheckData *data)
 {
+  if (data->timeout != NULL)
+    {
+      g_source_destroy (data->timeout);
+      g_source_unref (data->timeout);
+    }
+  g_clear_object (&data->cancellable);
   g_free (data->sender);
   g_free (data->action_id);
   g_free (data->namespace_);
@@ -187,9 +199,21 @@ polkit_checked_cb (GObject      *source,
   g_autoptr(GError) error = NULL;
 
   shimwatch_fair_queue_done (self->queue, data->uid);
+  if (data->timeout != NULL)
+    {
+      g_source_destroy (data->timeout);
+      g_clear_pointer (&data->timeout, g_source_unref);
+    }
   answered = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), result,
                                                           &error);
-  if (answered == NULL)
+  if (answered == NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      audit (data, "polkit did not answer in time");
+      answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
+                                 "cannot check authorization for %s: polkit did not answer "
+                                 "within %u s", data->action_id, CHECK_TIMEOUT_S));
+    }
+  else if (answered == NULL)
     {
       audit (data, "polkit failed");
       answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
@@ -213,6 +237,13 @@ polkit_checked_cb (GObject      *source,
   g_object_unref (self);
 }
 
+static gboolean
+check_timed_out_cb (gpointer user_data)
+{
+  g_cancellable_cancel (user_data);
+  return G_SOURCE_REMOVE;
+}
+
 static void
 check_with_polkit (ShimwatchAuthority *self,
                    GTask              *task)
@@ -225,12 +256,19 @@ check_with_polkit (ShimwatchAuthority *self,
     polkit_details_insert (details, "namespace", data->namespace_);
   if (data->id != NULL)
     polkit_details_insert (details, "id", data->id);
+  if (!data->interactive)
+    {
+      data->cancellable = g_cancellable_new ();
+      data->timeout = g_timeout_source_new_seconds (CHECK_TIMEOUT_S);
+      g_source_set_callback (data->timeout, check_timed_out_cb, data->cancellable, NULL);
+      g_source_attach (data->timeout, NULL);
+    }
   /* the subject is the caller's bus name, never its pid (which could be reused) */
   polkit_authority_check_authorization (self->polkit, subject, data->action_id, details,
                                         data->interactive
                                           ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
                                           : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE,
-                                        NULL, polkit_checked_cb, task);
+                                        data->cancellable, polkit_checked_cb, task);
 }
 
 static void
