@@ -19,8 +19,13 @@ cd "$top"
 
 bash tools/install-deps.sh || exit 1
 
+# the tests need the crash points (-Dtest_hooks=true), which a plain build leaves out; a
+# build directory the demo or a person configured without them is reconfigured
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --werror --warnlevel 2 || exit 1
+  meson setup "$build" --werror --warnlevel 2 -Dtest_hooks=true || exit 1
+elif ! meson introspect "$build" --buildoptions |
+     /usr/bin/python3 -c 'import json, sys; sys.exit(not any(o["name"] == "test_hooks" and o["value"] for o in json.load(sys.stdin)))'; then
+  meson configure "$build" -Dtest_hooks=true || exit 1
 fi
 ninja -C "$build" || exit 1
 if [ ! -f "$sanitize/build.ninja" ]; then
