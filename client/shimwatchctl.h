@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * shimwatchctl: the command line client of shimwatchd. It speaks only the public D-Bus
+ * API (docs/dbus-api.md); nothing here is shared with the service.
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define CTL_BUS_NAME       "org.shimwatch.Shimwatch1"
+#define CTL_MANAGER_PATH   "/org/shimwatch/Shimwatch1"
+#define CTL_MANAGER_IFACE  CTL_BUS_NAME ".Manager"
+#define CTL_SHIM_IFACE     CTL_BUS_NAME ".Shim"
+#define CTL_ERROR_PREFIX   CTL_BUS_NAME ".Error."
+#define CTL_DEFAULT_NAMESPACE "default"
+
+/* exit codes, as documented in shimwatchctl(1) */
+typedef enum {
+  CTL_EXIT_OK             = 0,
+  CTL_EXIT_FAILURE        = 1,
+  CTL_EXIT_USAGE          = 2,
+  CTL_EXIT_NOT_FOUND      = 3,
+  CTL_EXIT_NOT_AUTHORIZED = 4,
+} CtlExit;
+
+/* errors the client itself diagnoses */
+#define CTL_ERROR (ctl_error_quark ())
+typedef enum {
+  CTL_ERROR_NO_AGENT,        /* NotAuthorized only because nobody could be asked */
+} CtlError;
+GQuark ctl_error_quark (void);
+
+typedef struct {
+  /* global options */
+  gboolean         json;
+  gboolean         system;
+  gboolean         session;
+  char            *address;
+  gboolean         no_ask_password;
+  gboolean         version;
+
+  GDBusConnection *connection;
+  gboolean         color;          /* stdout is a terminal that takes colours */
+  guint            width;          /* of the terminal, 0 = unlimited */
+} Ctl;
+
+typedef int (*CtlCommandFunc) (Ctl   *ctl,
+                               int    argc,
+                               char **argv);
+
+typedef struct {
+  const char     *name;
+  const char     *parameters;      /* e.g. "NS/ID" (translated at run time) */
+  const char     *summary;         /* N_() */
+  CtlCommandFunc  func;
+} CtlCommand;
+
+/* shimwatchctl.c */
+gboolean     ctl_parse_command_line (Ctl             *ctl,
+                                     const CtlCommand *command,
+                                     const GOptionEntry *entries,
+                                     const char      *description,
+                                     int             *argc,
+                                     char          ***argv,
+                                     int              min_args,
+                                     int              max_args,
+                                     int             *exit_code);
+int          ctl_usage_error        (const CtlCommand *command,
+                                     const char       *format,
+                                     ...) G_GNUC_PRINTF (2, 3);
+
+/* shimwatchctl-bus.c */
+gboolean     ctl_connect            (Ctl          *ctl,
+                                     int          *exit_code);
+GVariant    *ctl_call               (Ctl          *ctl,
+                                     const char   *path,
+                                     const char   *interface,
+                                     const char   *method,
+                                     GVariant     *parameters,
+                                     const char   *reply_type,
+                                     gboolean      changes_state,
+                                     GUnixFDList **out_fd_list,
+                                     GError      **error);
+int          ctl_fail               (Ctl          *ctl,
+                                     const GError *error,
+                                     const char   *method,
+                                     const char   *format,
+                                     ...) G_GNUC_PRINTF (4, 5);
+gboolean     ctl_error_is_unknown_method (const GError *error);
+gboolean     ctl_parse_task         (const char   *arg,
+                                     char        **out_namespace,
+                                     char        **out_id);
+gboolean     ctl_valid_identifier   (const char   *name);
+char        *ctl_get_shim_path      (Ctl          *ctl,
+                                     const char   *namespace_,
+                                     const char   *id,
+                                     int          *exit_code);
+char        *ctl_task_name_from_path (const char  *path);
+
+/* shimwatchctl-output.c */
+void         ctl_output_init        (Ctl          *ctl);
+const char  *ctl_color              (Ctl          *ctl,
+                                     const char   *sgr);
+const char  *ctl_status_color       (Ctl          *ctl,
+                                     const char   *status);
+char        *ctl_format_time        (guint64       usec);
+char        *ctl_format_age         (guint64       usec,
+                                     gint64        now_usec);
+char        *ctl_format_exit_status (guint32       status);
+char        *ctl_format_bytes       (guint64       bytes);
+char        *ctl_snake_case         (const char   *camel);
+JsonNode    *ctl_json_from_variant  (GVariant     *value);
+void         ctl_print_json         (JsonNode     *node,
+                                     gboolean      pretty);
+void         ctl_print_field        (const char   *label,
+                                     const char   *value);
+
+typedef struct _CtlTable CtlTable;
+CtlTable    *ctl_table_new          (Ctl          *ctl);
+void         ctl_table_add_column   (CtlTable     *table,
+                                     const char   *title,
+                                     int           priority,
+                                     gboolean      can_shrink,
+                                     gboolean      right_align);
+void         ctl_table_add_row      (CtlTable     *table,
+                                     ...) G_GNUC_NULL_TERMINATED;
+void         ctl_table_set_cell_color (CtlTable   *table,
+                                       guint       column,
+                                       const char *sgr);
+void         ctl_table_print        (CtlTable     *table);
+void         ctl_table_free         (CtlTable     *table);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CtlTable, ctl_table_free)
+
+/* the commands */
+int ctl_cmd_list    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_status  (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_run     (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_start   (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_stop    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_kill    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_pause   (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_resume  (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_delete  (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_reap    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_monitor (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_logs    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_history (Ctl *ctl, int argc, char **argv);
+
+const CtlCommand *ctl_lookup_command (const char *name);
+
+G_END_DECLS
