@@ -14,6 +14,8 @@ packages=(
   clang-14 libclang-rt-14-dev
   # the systemd boot test (tests/systemd): a Debian 12 root booted with systemd-nspawn
   systemd-container debootstrap
+  # shimwatchctl's bash completion test sources bash-completion's helpers
+  bash-completion
 )
 
 missing=()
