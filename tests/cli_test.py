@@ -1,0 +1,464 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""shimwatchctl as an admin uses it, against the running service on the private system bus
+(tests/with-system-bus.sh) with real containerd-shim-runc-v2 + runc tasks and the real
+polkitd: every command's human and --json output (the JSON parsed and its values checked
+against the service's own properties), monitor, exit codes, and bash completion of live
+task names. Output is TAP."""
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import integration_test as it  # noqa: E402
+from integration_test import (BUS_NAME, MANAGER, MANAGER_PATH, SHIM,  # noqa: E402
+                              ShimwatchTestCase, process_dead, wait_until)
+from gi.repository import GLib  # noqa: E402
+
+SHIMWATCHCTL = os.environ.get("SHIMWATCHCTL")
+COMPLETION = os.environ.get("SHIMWATCH_COMPLETION")
+NOBODY, RULE_ALLOWED, RULE_DENIED = 65534, 1, 2
+
+
+def snake(name):
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+class Lines:
+    """A process's output, line by line, as it comes."""
+
+    def __init__(self, stream):
+        self.queue = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.queue.put(line.rstrip("\n"))
+        self.queue.put(None)
+
+    def wait_for(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        for line in self.seen:
+            if predicate(line):
+                return line
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                line = ""
+            if line is None:
+                raise AssertionError(f"the output ended before {what}: {self.seen}")
+            if line:
+                self.seen.append(line)
+                if predicate(line):
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}: "
+                                     f"{self.seen}")
+
+
+class CliTestCase(ShimwatchTestCase):
+    def ctl(self, *args, uid=None, env=None, cwd=None, timeout=60):
+        argv = [SHIMWATCHCTL] + list(args)
+        if uid is not None:
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] + argv
+        full_env = dict(os.environ, LC_ALL="C.UTF-8")
+        full_env.pop("COLUMNS", None)
+        full_env.update(env or {})
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=full_env, cwd=cwd)
+        # whatever happens, never a raw GError dump
+        self.assertNotIn("GDBus.Error", proc.stderr)
+        self.assertNotIn("g_dbus", proc.stderr)
+        return proc
+
+    def ctl_ok(self, *args, **kwargs):
+        proc = self.ctl(*args, **kwargs)
+        self.assertEqual(proc.returncode, 0, f"{args}: {proc.stderr}")
+        return proc.stdout
+
+    def ctl_json(self, *args, **kwargs):
+        return json.loads(self.ctl_ok("--json", *args, **kwargs))
+
+    def all_properties(self, path):
+        return self.call(path, "org.freedesktop.DBus.Properties", "GetAll", "(s)", (SHIM,))[0]
+
+    def assert_task_json(self, document, path):
+        """Every property of the object is in the document, under its snake_case name,
+        with the service's value."""
+        properties = self.all_properties(path)
+        self.assertEqual(document["object_path"], path)
+        for name, value in properties.items():
+            if name in ("Responsive",):
+                continue          # may change between the two reads
+            self.assertIn(snake(name), document, name)
+            self.assertEqual(document[snake(name)], value, name)
+
+    def has_method(self, interface, method, path=MANAGER_PATH):
+        xml = self.call(path, "org.freedesktop.DBus.Introspectable", "Introspect")[0]
+        block = xml.split(f'<interface name="{interface}">', 1)[1].split("</interface>", 1)[0]
+        return f'<method name="{method}">' in block or f'<method name="{method}"/>' in block
+
+
+class ListAndStatusTests(CliTestCase):
+    def test_list_and_status(self):
+        web = self.create_task("default", "web")
+        idle = self.create_task("default", "idle", options={"start": GLib.Variant("b", False)})
+        other = self.create_task("other", "db")
+
+        # human table: the default namespace only, one row per task, in order
+        lines = self.ctl_ok("list").splitlines()
+        self.assertEqual(lines[0].split(), ["NAMESPACE", "ID", "STATUS", "PID", "SHIM", "PID",
+                                            "RUNTIME", "AGE", "OWNER"])
+        rows = [line.split() for line in lines[1:]]
+        self.assertEqual([r[:3] for r in rows], [["default", "idle", "created"],
+                                                 ["default", "web", "running"]])
+        self.assertEqual(rows[1][3], str(self.prop(web, "TaskPid")))
+        self.assertEqual(rows[1][4], str(self.prop(web, "ShimPid")))
+        self.assertEqual(rows[1][5], "io.containerd.runc.v2")
+        self.assertRegex(rows[1][6], r"^\d+[smhd]$")
+
+        everything = [line.split()[:2] for line in self.ctl_ok("list", "-A").splitlines()[1:]]
+        self.assertEqual(everything, [["default", "idle"], ["default", "web"], ["other", "db"]])
+        self.assertEqual(self.ctl_ok("list", "--all-namespaces", "--quiet").split(),
+                         ["default/idle", "default/web", "other/db"])
+        self.assertEqual(self.ctl_ok("list", "-n", "other", "-q").split(), ["other/db"])
+        self.assertEqual(self.ctl_ok("list", "-n", "empty"), "No tasks in namespace “empty”.\n")
+
+        # JSON: every property of every task, values as the service has them
+        document = self.ctl_json("list", "--all-namespaces")
+        self.assertEqual([(t["namespace"], t["id"]) for t in document["tasks"]],
+                         [("default", "idle"), ("default", "web"), ("other", "db")])
+        for task, path in zip(document["tasks"], (idle, web, other)):
+            self.assert_task_json(task, path)
+        self.assertEqual(document["tasks"][1]["status"], "running")
+        self.assertEqual(document["tasks"][0]["status"], "created")
+        self.assertEqual(self.ctl_json("list", "-n", "empty"), {"tasks": []})
+
+        # a narrow terminal: every line fits, the essential columns stay
+        for width in (60, 40):
+            narrow = self.ctl_ok("list", "-A", env={"COLUMNS": str(width)}).splitlines()
+            self.assertTrue(all(len(line) <= width for line in narrow), (width, narrow))
+            self.assertEqual(narrow[0].split()[:3], ["NAMESPACE", "ID", "STATUS"])
+            self.assertEqual(narrow[2].split()[:3], ["default", "web", "running"])
+        # no colour when stdout is not a terminal
+        self.assertNotIn("\033[", self.ctl_ok("list", "-A") + self.ctl_ok("status", "web"))
+
+        # status: every property, human and JSON; a bare id is in "default"
+        human = self.ctl_ok("status", "default/web")
+        self.assertEqual(human, self.ctl_ok("status", "web"))
+        self.assertTrue(human.startswith("● default/web - running\n"), human)
+        fields = dict(re.match(r"^\s*([^:]+): (.*)$", line).groups()
+                      for line in human.splitlines()[1:])
+        self.assertEqual(fields["Object"], web)
+        self.assertEqual(fields["Status"], "running")
+        self.assertEqual(fields["Task PID"], str(self.prop(web, "TaskPid")))
+        self.assertEqual(fields["Shim PID"], str(self.prop(web, "ShimPid")))
+        self.assertEqual(fields["Runtime"], "io.containerd.runc.v2")
+        self.assertEqual(fields["Task directory"], self.prop(web, "Bundle"))
+        self.assertEqual(fields["Shim address"], self.prop(web, "Address"))
+        self.assertRegex(fields["Created"], r"^\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+; \d+s ago$")
+        self.assertEqual(fields["Exited"], "never")
+        self.assertNotIn("Exit status", fields)          # not before it exited
+        document = self.ctl_json("status", "default/web")
+        self.assert_task_json(document, web)
+        self.assertEqual((document["namespace"], document["id"], document["status"]),
+                         ("default", "web", "running"))
+
+
+class LifecycleTests(CliTestCase):
+    def test_run_start_kill_delete_reap(self):
+        # run --no-start, JSON: the created task with all its properties
+        document = self.ctl_json("run", "default/life", self.bundle, "--no-start")
+        path = MANAGER_PATH + "/shims/default/life"
+        self.assert_task_json(document, path)
+        self.assertEqual(document["status"], "created")
+        self.assertEqual(self.prop(path, "Status"), "created")
+        labels_supported = "Labels" in self.all_properties(path)      # API 1.1
+
+        # start, human
+        pid = self.prop(path, "TaskPid")
+        self.assertEqual(self.ctl_ok("start", "default/life"), f"Started default/life, pid {pid}.\n")
+        self.assertEqual(self.prop(path, "Status"), "running")
+
+        # kill, JSON, by name
+        self.assertEqual(self.ctl_json("kill", "default/life", "--signal", "SIGKILL"),
+                         {"namespace": "default", "id": "life", "signal": 9, "all": False})
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+        self.assertTrue(process_dead(pid))
+        fields = dict(re.match(r"^\s*([^:]+): (.*)$", line).groups()
+                      for line in self.ctl_ok("status", "default/life").splitlines()[1:])
+        self.assertEqual(fields["Exit status"], "137 (signal 9, Killed)")
+        self.assertEqual(self.ctl_json("status", "default/life")["exit_status"], 137)
+
+        # delete, human: the object goes, with one TaskDelete
+        self.assertEqual(self.ctl_ok("delete", "default/life"),
+                         "Deleted default/life: exit status 137 (signal 9, Killed).\n")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+        self.assertEqual(len(self.signals.named("TaskDelete", container_id="life")), 1)
+        self.assertEqual(self.ctl("status", "default/life").returncode, 3)
+
+        # run from a relative bundle path, human; kill with a number; delete, JSON
+        labels = ["--label", "tier=web", "-l", "team=ops"] if labels_supported else []
+        out = self.ctl_ok("run", "second", "bundle", *labels, cwd=self.dir)
+        second = MANAGER_PATH + "/shims/default/second"
+        if labels_supported:
+            self.assertEqual(self.prop(second, "Labels"), {"tier": "web", "team": "ops"})
+        pid = self.prop(second, "TaskPid")
+        self.assertEqual(out, f"Created and started default/second, pid {pid}.\n")
+        self.assertEqual(self.prop(second, "Status"), "running")
+        self.assertEqual(self.ctl_ok("kill", "second", "-s", "9"), "Sent SIGKILL to default/second.\n")
+        wait_until(lambda: self.prop(second, "Status") == "stopped", 10, "the task to stop")
+        deleted = self.ctl_json("delete", "default/second")
+        self.assertEqual((deleted["exit_status"], deleted["id"]), (137, "second"))
+        wait_until(lambda: self.signals.named("TaskDelete", container_id="second"), 10,
+                   "TaskDelete")
+        exited_at = self.signals.named("TaskDelete", container_id="second")[0][2][6]
+        self.assertEqual(deleted["exited_at"], exited_at)
+
+        # reap a running task: its shim is killed and everything is cleaned
+        third = self.create_task("default", "third")
+        shim_pid, task_pid = self.prop(third, "ShimPid"), self.prop(third, "TaskPid")
+        sock = self.socket_of(third)
+        self.assertEqual(self.ctl_json("reap", "default/third", "--timeout", "5"),
+                         {"namespace": "default", "id": "third", "exit_status": 137})
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=third), 10, "removal")
+        self.assert_crash_sequence("default", "third", third, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "third", sock, task_pid)
+        fourth = self.create_task("default", "fourth")
+        self.assertEqual(self.ctl_ok("reap", "fourth"),
+                         "Reaped default/fourth: exit status 137 (signal 9, Killed).\n")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=fourth), 10, "removal")
+
+
+
+class MonitorTests(CliTestCase):
+    def start_monitor(self, *args):
+        proc = subprocess.Popen([SHIMWATCHCTL, "monitor"] + list(args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, LC_ALL="C.UTF-8"))
+        self.addCleanup(self.stop_monitor, proc)
+        err = Lines(proc.stderr)
+        err.wait_for(lambda l: l.startswith("Monitoring"), 10, "monitor to be subscribed")
+        return proc, Lines(proc.stdout)
+
+    def stop_monitor(self, proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            self.assertEqual(proc.wait(10), 0, "monitor exits 0 when interrupted")
+
+    def test_monitor_sees_the_crash_sequence(self):
+        proc, out = self.start_monitor("--json")
+        human, human_out = self.start_monitor("default/mon")
+        bystander = self.create_task("default", "bystander")
+        path = self.create_task("default", "mon")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        out.wait_for(lambda l: json.loads(l)["signal"] == "InterfacesAdded" and
+                     json.loads(l)["object_path"] == path, 10, "InterfacesAdded")
+        os.kill(shim_pid, signal.SIGKILL)
+        out.wait_for(lambda l: json.loads(l)["signal"] == "InterfacesRemoved" and
+                     json.loads(l)["object_path"] == path, 15, "InterfacesRemoved")
+        events = [json.loads(l) for l in out.seen]
+        for e in events:
+            self.assertIsInstance(e["time"], int)
+        mine = [e for e in events if e.get("id") == "mon" and e["signal"] != "PropertiesChanged"]
+        kinds = [e["signal"] for e in mine]
+        for kind in ("ShimDisconnected", "TaskExit", "TaskDelete", "InterfacesRemoved",
+                     "InterfacesAdded"):
+            self.assertEqual(kinds.count(kind), 1, kinds)
+        self.assertLess(kinds.index("InterfacesAdded"), kinds.index("ShimDisconnected"))
+        crash = mine[-4:]
+        self.assertEqual([e["signal"] for e in crash],
+                         ["ShimDisconnected", "TaskExit", "TaskDelete", "InterfacesRemoved"])
+        self.assertEqual(crash[0], dict(crash[0], object_path=path, namespace="default", id="mon",
+                                        shim_pid=shim_pid))
+        for e in crash[1:3]:
+            self.assertEqual((e["object_path"], e["namespace"], e["container_id"], e["id"],
+                              e["pid"], e["exit_status"]),
+                             (path, "default", "mon", "mon", task_pid, 137))
+        self.assertEqual(crash[1]["exited_at"], crash[2]["exited_at"])
+        self.assertGreater(crash[1]["exited_at"], 0)
+        changed = [e for e in events if e["signal"] == "PropertiesChanged" and e.get("id") == "mon"]
+        self.assertTrue({"disconnected", "cleaning"} & {e.get("status") for e in changed}, changed)
+
+        # human, filtered to one task: the same story, nothing about the bystander
+        human_out.wait_for(lambda l: "InterfacesRemoved" in l, 15, "the human InterfacesRemoved")
+        lines = [l for l in human_out.seen if "PropertiesChanged" not in l]
+        for line in lines:
+            self.assertRegex(line, r"^\d\d:\d\d:\d\d\.\d{3}  \S+\s+default/mon( |$)")
+            self.assertNotIn("bystander", line)
+        names = [l.split()[1] for l in lines]
+        self.assertEqual(names[-4:], ["ShimDisconnected", "TaskExit", "TaskDelete",
+                                      "InterfacesRemoved"])
+        self.assertIn(f"shim_pid={shim_pid}", lines[-4])
+        self.assertIn(f"pid={task_pid} exit_status=137", lines[-3])
+        self.assertIsNone(human.poll())
+        self.assertFalse(process_dead(self.prop(bystander, "TaskPid")))
+
+
+class ExitCodeTests(CliTestCase):
+    def test_unknown_task_and_bad_arguments(self):
+        # 3: no such task, for every command that names one
+        for args in (["status", "default/ghost"], ["start", "ghost"], ["stop", "ghost"],
+                     ["kill", "ghost"], ["pause", "ghost"], ["resume", "ghost"],
+                     ["delete", "ghost"], ["reap", "default/ghost"], ["logs", "ghost"],
+                     ["--json", "status", "ghost"]):
+            proc = self.ctl(*args)
+            self.assertEqual(proc.returncode, 3, (args, proc.stderr))
+            self.assertEqual(proc.stdout, "")
+            self.assertIn(proc.stderr, ("shimwatchctl: no task default/ghost\n",
+                                        "shimwatchctl: cannot reap default/ghost: no such task\n"),
+                          args)
+
+        # 2: usage errors, before anything is sent
+        for args in (["frobnicate"], ["status"], ["status", "a", "b"], ["list", "--bogus"],
+                     ["status", "bad id!"], ["status", "ns/"], ["kill", "--signal", "BOGUS", "x"],
+                     ["run", "default/x"], ["stop", "--timeout", "-1", "x"],
+                     ["run", "x", "bundle", "--label", "novalue"],
+                     ["list", "-A", "-n", "default"], ["--address", "unix:path=/x", "--session"],
+                     ["history", "-n", "-5"]):
+            proc = self.ctl(*args)
+            self.assertEqual(proc.returncode, 2, (args, proc.stderr))
+            self.assertEqual(proc.stdout, "")
+            self.assertTrue(proc.stderr.startswith("shimwatchctl"), proc.stderr)
+            self.assertIn("--help", proc.stderr)
+        # the service refuses an argument: a usage error too, with its reason
+        proc = self.ctl("run", "default/nobundle", os.path.join(self.dir, "missing"))
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertTrue(proc.stderr.startswith(
+            "shimwatchctl: cannot create default/nobundle: the service refused an argument: "),
+            proc.stderr)
+        self.assertEqual(len(proc.stderr.splitlines()), 1)
+
+        # 1: anything else, in one sentence
+        self.create_task("default", "busy")
+        proc = self.ctl("run", "busy", self.bundle)
+        self.assertEqual((proc.returncode, proc.stderr), (1, "shimwatchctl: cannot create "
+                         "default/busy: a task with this namespace and id already exists\n"))
+        proc = self.ctl("delete", "busy")
+        self.assertEqual(proc.returncode, 1)
+        self.assertTrue(proc.stderr.startswith("shimwatchctl: cannot delete default/busy: not "
+                                               "possible in the task’s current state ("),
+                        proc.stderr)
+        self.assertEqual(self.prop(MANAGER_PATH + "/shims/default/busy", "Status"), "running")
+
+        # help and version need no service
+        self.assertEqual(self.ctl_ok("--version"), self.ctl_ok("list", "--version"))
+        self.assertRegex(self.ctl_ok("--version"), r"^shimwatchctl \d+\.\d+\.\d+\n$")
+
+        # the service is not running
+        self.stop_daemon()
+        proc = self.ctl("list")
+        self.assertEqual((proc.returncode, proc.stderr), (1, "shimwatchctl: cannot list tasks: "
+                         "shimwatchd is not running and could not be started\n"))
+
+    def test_methods_of_a_newer_service(self):
+        """Against a service without a 1.1 member, the command says so in one sentence."""
+        path = self.create_task("default", "old")
+        checks = [(SHIM, "Stop", ["stop", "old"], "cannot stop default/old"),
+                  (SHIM, "Pause", ["pause", "old"], "cannot pause default/old"),
+                  (SHIM, "Resume", ["resume", "old"], "cannot resume default/old"),
+                  (SHIM, "OpenLog", ["logs", "old"], "cannot read the output of default/old"),
+                  (MANAGER, "GetHistory", ["history"], "cannot read the history")]
+        tried = 0
+        for interface, method, args, what in checks:
+            if self.has_method(interface, method, path if interface == SHIM else MANAGER_PATH):
+                continue              # implemented: tested with the real thing
+            tried += 1
+            proc = self.ctl(*args)
+            self.assertEqual((proc.returncode, proc.stderr),
+                             (1, f"shimwatchctl: {what}: the service does not support {method} "
+                                 "(too old?)\n"))
+        print(f"# {tried} of {len(checks)} members not implemented by this service")
+        self.assertEqual(self.prop(path, "Status"), "running")
+
+
+class AuthorizationTests(CliTestCase):
+    """Real polkitd with tests/50-test-shimwatch.rules: daemon (uid 1) is allowed by rule,
+    bin (uid 2) is refused, nobody gets the policy's defaults (authentication)."""
+
+    def test_not_authorized(self):
+        path = self.create_task("default", "guarded")
+        shim_pid = self.prop(path, "ShimPid")
+
+        # nobody may authenticate, but no agent runs to ask: say so
+        proc = self.ctl("kill", "default/guarded", uid=NOBODY)
+        self.assertEqual(proc.returncode, 4, proc.stderr)
+        self.assertEqual(proc.stderr, "shimwatchctl: cannot signal default/guarded: "
+                         "authentication is required, but no polkit authentication agent is "
+                         "running to ask for a password. Run it as root, or start an agent "
+                         "(for example pkttyagent) in this session\n")
+        proc = self.ctl("--no-ask-password", "reap", "guarded", uid=NOBODY)
+        self.assertEqual(proc.returncode, 4, proc.stderr)
+        self.assertIn("authentication is required: run it without --no-ask-password", proc.stderr)
+        proc = self.ctl("run", "default/sneaky", self.bundle, uid=NOBODY)
+        self.assertEqual(proc.returncode, 4, proc.stderr)
+
+        # refused by a rule: not authorized, and no talk of agents
+        for args in (["reap", "guarded"], ["kill", "guarded"], ["delete", "guarded"]):
+            proc = self.ctl(*args, uid=RULE_DENIED)
+            self.assertEqual(proc.returncode, 4, proc.stderr)
+            self.assertTrue(proc.stderr.endswith(": not authorized: polkit does not allow it\n"),
+                            proc.stderr)
+
+        # nothing changed
+        self.assertFalse(process_dead(shim_pid))
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.assertFalse(os.path.exists(self.task_dir("default", "sneaky")))
+
+        # reading is open to everyone
+        self.assertEqual(self.ctl_ok("list", "-q", uid=NOBODY), "default/guarded\n")
+        self.assertEqual(self.ctl_json("status", "guarded", uid=NOBODY)["status"], "running")
+
+        # allowed by a rule: works without any password
+        self.assertEqual(self.ctl_ok("kill", "guarded", "--signal", "KILL", uid=RULE_ALLOWED),
+                         "Sent SIGKILL to default/guarded.\n")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+
+
+class CompletionTests(CliTestCase):
+    def complete(self, *words):
+        """Run the completion function for a command line whose last word is being typed."""
+        script = (
+            "source /usr/share/bash-completion/bash_completion 2>/dev/null\n"
+            f"source {COMPLETION}\n"
+            f"PATH={os.path.dirname(SHIMWATCHCTL)}:$PATH\n"
+            "COMP_WORDS=(\"$@\"); COMP_CWORD=$(( $# - 1 ))\n"
+            "COMP_LINE=\"$*\"; COMP_POINT=${#COMP_LINE}\n"
+            "_shimwatchctl shimwatchctl \"${COMP_WORDS[COMP_CWORD]}\" "
+            "\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+            "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+        proc = subprocess.run(["bash", "-c", script, "bash", "shimwatchctl"] + list(words),
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return sorted(w for w in proc.stdout.split("\n") if w)
+
+    def test_completion(self):
+        self.create_task("default", "alpha")
+        self.create_task("other", "beta")
+        self.assertEqual(self.complete("st"), ["start", "status", "stop"])
+        self.assertEqual(self.complete(""), sorted(
+            ["list", "status", "monitor", "run", "start", "stop", "kill", "pause", "resume",
+             "delete", "reap", "logs", "history"]))
+        self.assertEqual(self.complete("kill", "--s"), ["--session", "--signal=", "--system"])
+        self.assertIn("KILL", self.complete("kill", "--signal", ""))
+        # live task names from the running service
+        self.assertEqual(self.complete("status", ""), ["default/alpha", "other/beta"])
+        self.assertEqual(self.complete("--json", "reap", "oth"), ["other/beta"])
+        self.assertEqual(self.complete("list", "-n", ""), ["default", "other"])
+        self.assertEqual(self.complete("status", "default/alpha", ""), [])
+
+
+if __name__ == "__main__":
+    if not SHIMWATCHCTL:
+        print("1..0 # SKIP run through meson test (SHIMWATCHCTL is not set)")
+        sys.exit(0)
+    sys.exit(it.run_tests(sys.modules[__name__]))
