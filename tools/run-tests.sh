@@ -21,17 +21,21 @@ bash tools/install-deps.sh || exit 1
 
 # the tests need the crash points (-Dtest_hooks=true), which a plain build leaves out; a
 # build directory the demo or a person configured without them is reconfigured
+with_test_hooks () {
+  meson introspect "$1" --buildoptions | /usr/bin/python3 -c 'import json, sys
+sys.exit(not any(o["name"] == "test_hooks" and o["value"] for o in json.load(sys.stdin)))' ||
+    meson configure "$1" -Dtest_hooks=true
+}
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --werror --warnlevel 2 -Dtest_hooks=true || exit 1
-elif ! meson introspect "$build" --buildoptions |
-     /usr/bin/python3 -c 'import json, sys; sys.exit(not any(o["name"] == "test_hooks" and o["value"] for o in json.load(sys.stdin)))'; then
-  meson configure "$build" -Dtest_hooks=true || exit 1
 fi
+with_test_hooks "$build" || exit 1
 ninja -C "$build" || exit 1
 if [ ! -f "$sanitize/build.ninja" ]; then
   CC=clang-14 meson setup "$sanitize" --werror --warnlevel 2 -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dfuzzing=true || exit 1
+    -Db_lundef=false -Dfuzzing=true -Dtest_hooks=true || exit 1
 fi
+with_test_hooks "$sanitize" || exit 1
 ninja -C "$sanitize" || exit 1
 
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
