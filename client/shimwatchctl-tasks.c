@@ -215,11 +215,11 @@ ctl_cmd_list (Ctl   *ctl,
   g_variant_iter_init (&iter, objects);
   while (g_variant_iter_next (&iter, "{&o@a{sa{sv}}}", &path, &interfaces))
     {
-      g_autoptr(GVariant) owned = interfaces;
       GVariant *properties = g_variant_lookup_value (interfaces, CTL_SHIM_IFACE,
                                                      G_VARIANT_TYPE_VARDICT);
       Row row = { path, properties, NULL, NULL };
 
+      g_variant_unref (interfaces);
       if (properties == NULL)
         continue;
       row.namespace_ = lookup_string (properties, "Namespace");
