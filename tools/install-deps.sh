@@ -1,6 +1,6 @@
 #!/bin/bash
 # Install what shimwatch needs to build, test and run on Debian 12, and nothing that is
-# already there. Run as root. (test-harness.md §1: no policykit-1, no polkitd-pkla,
+# already there. Run as root. (docs/test-harness.md §1: no policykit-1, no polkitd-pkla,
 # never dbus-broker.)
 set -euo pipefail
 
@@ -14,8 +14,9 @@ packages=(
   clang-14 libclang-rt-14-dev
   # the systemd boot test (tests/systemd): a Debian 12 root booted with systemd-nspawn
   systemd-container debootstrap
-  # shimwatchctl's bash completion test sources bash-completion's helpers
-  bash-completion
+  # shimwatchctl's bash completion test sources bash-completion's helpers; the docs are
+  # rendered with xsltproc and docbook-xsl, the man pages checked with groff
+  bash-completion groff-base xsltproc docbook-xsl docbook-xml
 )
 
 missing=()
