@@ -7,7 +7,7 @@ containerd-shim-runc-v2 + runc. For N tasks, one at a time: SIGKILL the shim and
 ShimDisconnected, TaskExit and TaskDelete as a bus client receives them, checking that the
 container is really dead when TaskExit arrives. Then the service's memory: RSS idle and with
 N shims supervised. Prints figures and the ratio to containerd 1.6.20, whose TaskExit came
-163-216 ms after the SIGKILL on the same kind of machine (protocol.md §8.6).
+163-216 ms after the SIGKILL on the same kind of machine (docs/protocol.md §6).
 
 Usage: meson compile -C _build bench   (or run this under tests/with-system-bus.sh)
 """

@@ -12,7 +12,7 @@
 
 #include "shimwatchctl.h"
 
-/* argument names of the manager's signals (docs/dbus-api.md) */
+/* argument names of the manager's signals (docs/dbus-api.xml and introspection/) */
 static const struct {
   const char *signal;
   const char *args[8];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * shimwatchctl: the command line client of shimwatchd. It speaks only the public D-Bus
- * API (docs/dbus-api.md); nothing here is shared with the service.
+ * API (introspection/, docs/dbus-api.xml); nothing here is shared with the service.
  */
 #pragma once
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * ShimwatchError: the one error domain at the D-Bus boundary. Each code is registered
- * with its org.shimwatch.Shimwatch1.Error.* name (dbus-api.md).
+ * with its org.shimwatch.Shimwatch1.Error.* name (docs/dbus-api.xml).
  */
 #pragma once
 

@@ -154,7 +154,7 @@ shim_process_launcher (ShimwatchLauncher *self,
 {
   GSubprocessLauncher *launcher = g_subprocess_launcher_new (flags);
 
-  /* the runtime-v2 environment (protocol.md §2.2); the 1.7/2.x variables are harmless to 1.6 */
+  /* the runtime-v2 environment (docs/protocol.md §2); the 1.7/2.x variables are harmless to 1.6 */
   g_subprocess_launcher_set_cwd (launcher, task_dir);
   g_subprocess_launcher_setenv (launcher, "GOMAXPROCS", "2", TRUE);
   g_subprocess_launcher_setenv (launcher, "TTRPC_ADDRESS", self->ttrpc_address, TRUE);

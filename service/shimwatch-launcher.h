@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * ShimwatchLauncher: starts and deletes runtime-v2 shims following the contract as
- * observed with containerd 1.6.20 (protocol.md §2, §8.7): runtime name → binary inside
+ * observed with containerd 1.6.20 (docs/protocol.md §2): runtime name → binary inside
  * configured directories only; a task directory named after the task id holding
  * config.json and the `log` FIFO; `start` and `delete` run with that directory as cwd.
  */

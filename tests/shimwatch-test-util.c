@@ -154,7 +154,7 @@ shimwatch_test_make_bundle (const char          *dir,
   if (!json_parser_load_from_file (parser, config_path, error))
     return NULL;
 
-  /* protocol.md §8.2: no image, so PATH must be set; no terminal; our own cgroup */
+  /* docs/protocol.md §6: no image, so PATH must be set; no terminal; our own cgroup */
   config = json_node_get_object (json_parser_get_root (parser));
   process = json_object_get_object_member (config, "process");
   for (guint i = 0; argv[i] != NULL; i++)

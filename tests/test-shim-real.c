@@ -347,7 +347,7 @@ test_shim_sigkill (Fixture       *fx,
                   (fx->closed_at - killed_at) / 1000.0);
   g_assert_cmpuint (fx->closed_count, ==, 1);
 
-  /* as protocol.md §8.10: the container outlives its shim until someone runs delete */
+  /* as docs/protocol.md §5.1 says: the container outlives its shim until someone runs delete */
   g_assert_false (shimwatch_test_process_is_dead (fx->task_pid));
   g_assert_true (g_file_test (runc_state, G_FILE_TEST_IS_DIR));
 

@@ -2,7 +2,7 @@
  *
  * Unit tests of the wire layer: ttrpc framing against a raw peer on a socketpair, the
  * server-side stream checks, the events server, and the decoders (start output,
- * DeleteResponse, identifiers, timestamps), with byte vectors from protocol.md.
+ * DeleteResponse, identifiers, timestamps), with byte vectors from docs/protocol.md.
  */
 #include "config.h"
 
@@ -249,7 +249,7 @@ assert_still_answers (Fixture *fx)
 static void
 test_request_bytes (void)
 {
-  /* protocol.md §1.3 worked example: Connect("abc"), 5 s, namespace k8s.io, 85-byte body */
+  /* docs/protocol.md §1, a worked example: Connect("abc"), 5 s, namespace k8s.io, 85-byte body */
   static const guint8 expected[] =
     "\x0a\x17" "containerd.task.v3.Task"
     "\x12\x07" "Connect"
@@ -403,7 +403,7 @@ static void
 test_error_status (Fixture       *fx,
                    gconstpointer  data)
 {
-  /* protocol.md §1.3: Response.status {5 NOT_FOUND, "container not found"} */
+  /* docs/protocol.md §1: Response.status {5 NOT_FOUND, "container not found"} */
   static const guint8 body[] = "\x0a\x17\x08\x05\x12\x13" "container not found";
   CallResult r = { 0 };
   ShimwatchTtrpcHeader h;
@@ -1077,7 +1077,7 @@ test_start_output (void)
 static void
 test_delete_response (void)
 {
-  /* protocol.md §8.5: DeleteResponse{pid=24812, exit_status=137, exited_at=now} */
+  /* docs/protocol.md §5.2: DeleteResponse{pid=24812, exit_status=137, exited_at=now} */
   static const guint8 observed[] = { 0x08, 0xec, 0xc1, 0x01, 0x10, 0x89, 0x01, 0x1a, 0x0c, 0x08,
                                      0x8b, 0xad, 0xc0, 0xd8, 0x06, 0x10, 0xf2, 0xb6, 0xcb, 0xf5,
                                      0x01 };
@@ -1105,7 +1105,7 @@ test_delete_response (void)
 static void
 test_go_zero_time (void)
 {
-  /* protocol.md §3: StateResponse.exited_at (10) = Go's zero time, a negative varint */
+  /* docs/protocol.md §3: StateResponse.exited_at (10) = Go's zero time, a negative varint */
   static const guint8 state[] = { 0x18, 0xe5, 0x0a, 0x20, 0x02, 0x52, 0x0b, 0x08, 0x80, 0x92,
                                   0xb8, 0xc3, 0x98, 0xfe, 0xff, 0xff, 0xff, 0x01 };
   g_autoptr(GBytes) bytes = g_bytes_new_static (state, sizeof state);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run a command against a private, policy-enforcing system bus that loads the project's
-# own data/dbus-1/*.conf (test-harness.md §2). DBUS_SYSTEM_BUS_ADDRESS points at it.
+# own data/dbus-1/*.conf (docs/test-harness.md §2). DBUS_SYSTEM_BUS_ADDRESS points at it.
 # Usage: with-system-bus.sh COMMAND [ARGS...]; PROJECT_DATA names the data/ directory.
 set -euo pipefail
 
@@ -46,8 +46,8 @@ name_has_owner () {
 }
 
 # polkit: SHIMWATCH_POLKIT=real (default) runs the real polkitd, isolated in a mount
-# namespace that shows it only the project's policy and the test rules (test-harness.md
-# §4.4); =mock runs python-dbusmock's polkitd template (for a hanging authority).
+# namespace that shows it only the project's policy and the test rules (docs/test-harness.md
+# §3); =mock runs python-dbusmock's polkitd template (for a hanging authority).
 case "${SHIMWATCH_POLKIT:-real}" in
   real)
     policy=${SHIMWATCH_POLICY_FILE:?SHIMWATCH_POLICY_FILE names the built org.shimwatch.policy}

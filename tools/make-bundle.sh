@@ -18,7 +18,7 @@ path, args = sys.argv[1], sys.argv[2:]
 with open(path) as f:
     spec = json.load(f)
 spec["process"]["args"] = args
-spec["process"]["env"] = ["PATH=/bin"]       # no image: PATH must be set (protocol.md §8.3)
+spec["process"]["env"] = ["PATH=/bin"]       # no image: PATH must be set (docs/protocol.md §6)
 spec["process"]["terminal"] = False
 spec["root"] = {"path": "rootfs", "readonly": True}
 with open(path, "w") as f:
