@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The annotated example configuration (data/shimwatch.conf) through the service's real
+ * loader: as shipped (every key commented out) it changes nothing; with every key
+ * uncommented it is accepted and each value is the built-in default it documents.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-config.h"
+
+static const char *example_path;
+
+static void
+assert_same_config (const ShimwatchConfig *a,
+                    const ShimwatchConfig *b)
+{
+  g_assert_cmpstr (a->runtime_dir, ==, b->runtime_dir);
+  g_assert_cmpstr (a->state_dir, ==, b->state_dir);
+  g_assert_true (g_strv_equal ((const char * const *) a->runtime_path,
+                               (const char * const *) b->runtime_path));
+  g_assert_cmpuint (a->cleanup_timeout_ms, ==, b->cleanup_timeout_ms);
+  g_assert_cmpuint (a->cleanup_concurrency, ==, b->cleanup_concurrency);
+  g_assert_cmpuint (a->health_interval_ms, ==, b->health_interval_ms);
+}
+
+/* "#Key=value" → "Key=value"; prose comments ("# text") stay comments */
+static char *
+uncomment_keys (const char *text,
+                guint      *n_keys)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autoptr(GRegex) key = g_regex_new ("^#([A-Za-z]+=)", 0, 0, NULL);
+  GString *out = g_string_new (NULL);
+
+  *n_keys = 0;
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      if (g_regex_match (key, lines[i], 0, NULL))
+        {
+          g_string_append (out, lines[i] + 1);
+          (*n_keys)++;
+        }
+      else
+        g_string_append (out, lines[i]);
+      g_string_append_c (out, '\n');
+    }
+  return g_string_free (out, FALSE);
+}
+
+static void
+test_example_as_shipped (void)
+{
+  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (shimwatch_config_load_file (config, example_path, TRUE, &error));
+  g_assert_no_error (error);
+  assert_same_config (config, defaults);
+}
+
+static void
+test_example_uncommented (void)
+{
+  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *uncommented = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *changed = NULL;
+  g_autoptr(GKeyFile) file = g_key_file_new ();
+  guint n_keys = 0;
+  int fd;
+
+  g_assert_true (g_file_get_contents (example_path, &text, NULL, &error));
+  uncommented = uncomment_keys (text, &n_keys);
+  g_assert_cmpuint (n_keys, >=, 6);
+
+  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  g_assert_true (g_file_set_contents (path, uncommented, -1, &error));
+  g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+  g_assert_no_error (error);
+  assert_same_config (config, defaults);
+
+  /* the keys are real: the loader reads them (a changed value is seen) */
+  g_assert_true (g_key_file_load_from_data (file, uncommented, -1, G_KEY_FILE_KEEP_COMMENTS,
+                                            &error));
+  g_assert_true (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "CleanupTimeout", NULL));
+  g_key_file_set_integer (file, SHIMWATCH_CONFIG_GROUP, "CleanupTimeout", 42);
+  g_key_file_set_integer (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", 0);
+  g_key_file_set_string (file, SHIMWATCH_CONFIG_GROUP, "RuntimeDirectory", "/run/elsewhere");
+  changed = g_key_file_to_data (file, NULL, NULL);
+  g_assert_true (g_file_set_contents (path, changed, -1, &error));
+  g_clear_pointer (&config, shimwatch_config_free);
+  config = shimwatch_config_new ();
+  g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (config->cleanup_timeout_ms, ==, 42000);
+  g_assert_cmpuint (config->health_interval_ms, ==, 0);
+  g_assert_cmpstr (config->runtime_dir, ==, "/run/elsewhere");
+  g_unlink (path);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  example_path = g_getenv ("SHIMWATCH_EXAMPLE_CONFIG");
+  g_assert_nonnull (example_path);
+  g_test_add_func ("/config/example/as-shipped", test_example_as_shipped);
+  g_test_add_func ("/config/example/uncommented", test_example_uncommented);
+  return g_test_run ();
+}
