@@ -10,11 +10,14 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import integration_test as it  # noqa: E402
@@ -455,6 +458,61 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("--json", "reap", "oth"), ["other/beta"])
         self.assertEqual(self.complete("list", "-n", ""), ["default", "other"])
         self.assertEqual(self.complete("status", "default/alpha", ""), [])
+
+
+class RunServiceTests(unittest.TestCase):
+    """tools/run-service.sh: the service by hand on a private bus, for machines without a
+    system bus or systemd."""
+
+    def test_run_service_script(self):
+        work = tempfile.mkdtemp(prefix="swrs-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, work, True)
+        proc = subprocess.Popen(
+            ["bash", os.path.join(it.SOURCE_DIR, "tools", "run-service.sh"),
+             "--runtime-dir", os.path.join(work, "run"), "--state-dir", os.path.join(work, "state")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env=dict(os.environ, SHIMWATCHD=it.SHIMWATCHD, LC_ALL="C.UTF-8",
+                     SHIMWATCH_POLICY_FILE=os.environ["SHIMWATCH_POLICY_FILE"]))
+        self.addCleanup(self._stop, proc)
+        out = Lines(proc.stdout)
+        err = Lines(proc.stderr)
+        line = out.wait_for(lambda l: l.startswith("export DBUS_SYSTEM_BUS_ADDRESS="), 60,
+                            "the address to export")
+        address = line.split("=", 1)[1]
+        self.assertNotEqual(address, os.environ["DBUS_SYSTEM_BUS_ADDRESS"])
+        err.wait_for(lambda l: "Ctrl+C stops it" in l, 10, "the hint")
+
+        # the service answers there, and the bus enforces the project's policy
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address, LC_ALL="C.UTF-8")
+        listed = subprocess.run([SHIMWATCHCTL, "--json", "list", "-A"], capture_output=True,
+                                text=True, env=env, timeout=30)
+        self.assertEqual((listed.returncode, json.loads(listed.stdout or "{}")),
+                         (0, {"tasks": []}), listed.stderr)
+        owned = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                "--clear-groups", "gdbus", "call", "--system", "--dest",
+                                "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                                "--method", "org.freedesktop.DBus.RequestName", BUS_NAME, "0"],
+                               capture_output=True, text=True, env=env, timeout=30)
+        self.assertIn("AccessDenied", owned.stderr)
+        # polkit runs there: an unprivileged caller is asked for authentication
+        refused = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                  "--clear-groups", SHIMWATCHCTL, "--no-ask-password", "reap",
+                                  "x"], capture_output=True, text=True, env=env, timeout=30)
+        self.assertEqual(refused.returncode, 4, refused.stderr)
+
+        # Ctrl+C stops the service, polkitd and the bus
+        os.killpg(proc.pid, signal.SIGINT)
+        self.assertIsNotNone(proc.wait(30))
+        socket_path = address.split("unix:path=", 1)[1].split(",", 1)[0]
+        wait_until(lambda: not os.path.exists(socket_path), 10, "the private bus to go")
+        again = subprocess.run([SHIMWATCHCTL, "list"], capture_output=True, text=True, env=env,
+                               timeout=30)
+        self.assertEqual(again.returncode, 1)
+
+    def _stop(self, proc):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
 
 
 if __name__ == "__main__":
