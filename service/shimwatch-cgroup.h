@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Task cgroups: where each task's cgroup lives, and the few things the service does with
+ * it (find and kill what still runs in it, remove it once it is empty).
+ *
+ * Every task gets a cgroup of its own, as containerd gives one (`/<namespace>/<id>`), so
+ * that a Kill(all) or a cleanup of one task never reaches another:
+ *
+ *  - without systemd (cgroupfs driver): `/shimwatch/<namespace>/<id>` in every hierarchy;
+ *  - under systemd (systemd driver, runc --systemd-cgroup): a transient scope per task,
+ *    runc's `<slice>:shimwatch:<namespace>-<id>` (unit `shimwatch-<ns>-<id>.scope` in the
+ *    slice of the service, e.g. `/system.slice/shimwatch-default-web1.scope`), made by
+ *    runc through org.freedesktop.systemd1 StartTransientUnit with Delegate=yes.
+ *
+ * Why scopes and not a subtree of the service's own delegated cgroup: on cgroup2 a task
+ * below the unit's cgroup needs its controllers enabled in the unit's
+ * cgroup.subtree_control, and from then on no process may be attached to the unit's
+ * cgroup itself (the no-internal-process rule). The daemon could move itself into a leaf,
+ * but systemd 252 (Debian 12; DelegateSubgroup= came with 254) attaches every new main
+ * process to the unit's cgroup: a restart with a live task would fail with EBUSY. A scope
+ * per task keeps the unit's cgroup a leaf, survives restarts of the service, and shows each
+ * task to the admin as a unit of its own.
+ *
+ * The on-disk path (what /proc/<pid>/cgroup shows, CgroupPath on D-Bus) is the same in
+ * every hierarchy: cgroup v1 controllers, the named systemd hierarchy and cgroup2.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  SHIMWATCH_CGROUP_LAYOUT_LEGACY,    /* cgroup v1 only */
+  SHIMWATCH_CGROUP_LAYOUT_HYBRID,    /* v1 controllers, cgroup2 at <root>/unified */
+  SHIMWATCH_CGROUP_LAYOUT_UNIFIED,   /* cgroup2 only */
+} ShimwatchCgroupLayout;
+
+typedef enum {
+  SHIMWATCH_CGROUP_DRIVER_CGROUPFS,  /* runc writes /sys/fs/cgroup itself */
+  SHIMWATCH_CGROUP_DRIVER_SYSTEMD,   /* runc --systemd-cgroup: a transient scope per task */
+} ShimwatchCgroupDriver;
+
+#define SHIMWATCH_CGROUP_PARENT       "shimwatch"
+#define SHIMWATCH_CGROUP_SCOPE_PREFIX "shimwatch"
+
+/* The machine's cgroup set-up, detected once at start-up; immutable and shared with
+ * cleanup threads (reference counted). */
+typedef struct _ShimwatchCgroupHost ShimwatchCgroupHost;
+
+ShimwatchCgroupHost  *shimwatch_cgroup_host_new       (ShimwatchCgroupLayout       layout,
+                                                       const char * const         *mounts,
+                                                       const char                 *unified_mount,
+                                                       const char                 *own_cgroup,
+                                                       ShimwatchCgroupDriver       driver);
+ShimwatchCgroupHost  *shimwatch_cgroup_host_detect    (void);
+ShimwatchCgroupHost  *shimwatch_cgroup_host_ref       (ShimwatchCgroupHost        *host);
+void                  shimwatch_cgroup_host_unref     (ShimwatchCgroupHost        *host);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchCgroupHost, shimwatch_cgroup_host_unref)
+
+ShimwatchCgroupLayout shimwatch_cgroup_host_get_layout (const ShimwatchCgroupHost *host);
+ShimwatchCgroupDriver shimwatch_cgroup_host_get_driver (const ShimwatchCgroupHost *host);
+/* the service's own cgroup under systemd, NULL without systemd */
+const char           *shimwatch_cgroup_host_get_own    (const ShimwatchCgroupHost *host);
+char                 *shimwatch_cgroup_host_describe   (const ShimwatchCgroupHost *host);
+
+/* The placement rule, a pure function. own_cgroup: the service's cgroup when it runs
+ * under systemd (from /proc/self/cgroup), else NULL. Returns runc's linux.cgroupsPath. */
+char *shimwatch_cgroup_task_path (ShimwatchCgroupLayout  layout,
+                                  const char            *own_cgroup,
+                                  ShimwatchCgroupDriver  driver,
+                                  const char            *namespace_,
+                                  const char            *id);
+
+/* runc's linux.cgroupsPath (from a bundle, or ours) → the cgroup's path below every
+ * hierarchy's root, normalized ("/a/b"). Refuses what runc would place relative to its
+ * own cgroup, the root cgroup, the service's own cgroup and its ancestors, and a form
+ * that does not fit the driver. */
+char *shimwatch_cgroup_resolve (const ShimwatchCgroupHost  *host,
+                                const char                 *runc_path,
+                                GError                    **error);
+
+/* for a path from a record or a task directory: absolute, normalized, not "/" */
+gboolean shimwatch_cgroup_path_is_valid (const char *path);
+
+/* the two paths are the same cgroup, or one contains the other */
+gboolean shimwatch_cgroup_paths_overlap (const char *a,
+                                         const char *b);
+
+/* <mount>/<path> in every hierarchy (existing or not) */
+GPtrArray *shimwatch_cgroup_dirs (const ShimwatchCgroupHost *host,
+                                  const char                *path);
+
+/* SIGKILL everything in the cgroup and below: cgroup.kill where cgroup2 has it (one write,
+ * race-free against forks), else every pid in cgroup.procs, repeated until no new one
+ * shows up. Returns how many processes were signalled (cgroup.kill: 1 if populated). */
+guint    shimwatch_cgroup_kill         (const ShimwatchCgroupHost *host,
+                                        const char                *path);
+/* does any process still run in the cgroup or below? */
+gboolean shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
+                                        const char                *path);
+/* rmdir in every hierarchy, children first; gone already is fine */
+gboolean shimwatch_cgroup_remove       (const ShimwatchCgroupHost *host,
+                                        const char                *path,
+                                        GError                   **error);
+/* rmdir path and then its parents up to (not including) stop, while they are empty */
+void     shimwatch_cgroup_remove_empty_parents (const ShimwatchCgroupHost *host,
+                                                const char                *path,
+                                                const char                *stop);
+
+G_END_DECLS

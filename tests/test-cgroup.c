@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Where a task's cgroup goes (both layouts, both drivers, with and without systemd), what
+ * a bundle may name, and killing by cgroup.procs on a hierarchy without cgroup.kill. No
+ * root needed: the hierarchies are directories of our own.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-cgroup.h"
+#include "shimwatch-error.h"
+
+static const ShimwatchCgroupLayout layouts[] = {
+  SHIMWATCH_CGROUP_LAYOUT_HYBRID,
+  SHIMWATCH_CGROUP_LAYOUT_UNIFIED,
+};
+
+static void
+test_placement_without_systemd (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (layouts); i++)
+    {
+      g_autofree char *a = shimwatch_cgroup_task_path (layouts[i], NULL,
+                                                       SHIMWATCH_CGROUP_DRIVER_CGROUPFS,
+                                                       "default", "t01");
+      g_autofree char *b = shimwatch_cgroup_task_path (layouts[i], NULL,
+                                                       SHIMWATCH_CGROUP_DRIVER_CGROUPFS,
+                                                       "another-ns", "t01");
+
+      /* as containerd's /<namespace>/<id>, below the service's own parent */
+      g_assert_cmpstr (a, ==, "/shimwatch/default/t01");
+      g_assert_cmpstr (b, ==, "/shimwatch/another-ns/t01");
+    }
+}
+
+static void
+test_placement_under_systemd (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (layouts); i++)
+    {
+      const char *mounts[] = { "/sys/fs/cgroup/unified", NULL };
+      g_autoptr(ShimwatchCgroupHost) host =
+        shimwatch_cgroup_host_new (layouts[i], mounts, mounts[0],
+                                   "/system.slice/shimwatch.service",
+                                   SHIMWATCH_CGROUP_DRIVER_SYSTEMD);
+      g_autofree char *path = shimwatch_cgroup_task_path (layouts[i],
+                                                          "/system.slice/shimwatch.service",
+                                                          SHIMWATCH_CGROUP_DRIVER_SYSTEMD,
+                                                          "default", "web1");
+      g_autofree char *dashed = shimwatch_cgroup_task_path (layouts[i],
+                                                            "/system.slice/shimwatch.service",
+                                                            SHIMWATCH_CGROUP_DRIVER_SYSTEMD,
+                                                            "my-ns", "a-b");
+      g_autofree char *dashed2 = shimwatch_cgroup_task_path (layouts[i],
+                                                             "/system.slice/shimwatch.service",
+                                                             SHIMWATCH_CGROUP_DRIVER_SYSTEMD,
+                                                             "my", "ns-a-b");
+      g_autofree char *sliced = shimwatch_cgroup_task_path (layouts[i],
+                                                            "/a.slice/a-b.slice/sw.service",
+                                                            SHIMWATCH_CGROUP_DRIVER_SYSTEMD,
+                                                            "default", "web1");
+      g_autofree char *on_disk = NULL;
+      g_autofree char *dashed_on_disk = NULL;
+      g_autoptr(GError) error = NULL;
+
+      /* runc --systemd-cgroup: a transient scope per task in the service's slice */
+      g_assert_cmpstr (path, ==, "system.slice:shimwatch:default-web1");
+      on_disk = shimwatch_cgroup_resolve (host, path, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (on_disk, ==, "/system.slice/shimwatch-default-web1.scope");
+
+      /* "-" inside a name is escaped as systemd does, so no two tasks share a scope */
+      g_assert_cmpstr (dashed, ==, "system.slice:shimwatch:my\\x2dns-a\\x2db");
+      g_assert_cmpstr (dashed2, ==, "system.slice:shimwatch:my-ns\\x2da\\x2db");
+      dashed_on_disk = shimwatch_cgroup_resolve (host, dashed, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (dashed_on_disk, ==, "/system.slice/shimwatch-my\\x2dns-a\\x2db.scope");
+
+      g_assert_cmpstr (sliced, ==, "a-b.slice:shimwatch:default-web1");
+    }
+}
+
+static void
+test_resolve_cgroupfs (void)
+{
+  const char *mounts[] = { "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified", NULL };
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_HYBRID, mounts, mounts[1], NULL,
+                               SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  const char *bad[] = { "relative/t", "/", "//", "/a/../b", "/..", "system.slice:p:n", "" };
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) dirs = NULL;
+
+  path = shimwatch_cgroup_resolve (host, "/a//b/./c/", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (path, ==, "/a/b/c");
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *none = shimwatch_cgroup_resolve (host, bad[i], &error);
+
+      g_assert_null (none);
+      g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+      g_clear_error (&error);
+    }
+
+  /* the same path in every hierarchy */
+  dirs = shimwatch_cgroup_dirs (host, "/shimwatch/default/t01");
+  g_assert_cmpuint (dirs->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (dirs, 0), ==, "/sys/fs/cgroup/cpu/shimwatch/default/t01");
+  g_assert_cmpstr (g_ptr_array_index (dirs, 1), ==,
+                   "/sys/fs/cgroup/unified/shimwatch/default/t01");
+}
+
+static void
+test_resolve_systemd (void)
+{
+  const char *mounts[] = { "/sys/fs/cgroup", NULL };
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, mounts, mounts[0],
+                               "/system.slice/shimwatch.service",
+                               SHIMWATCH_CGROUP_DRIVER_SYSTEMD);
+  const char *bad[] = { "/shimwatch/default/t01", "system.slice:p", "a:b:c:d",
+                        "system.slice:p:", "nope:p:n", "system.slice:p:n.slice",
+                        "-x.slice:p:n", "system.slice:p:n/../x", "a--b.slice:p:n" };
+  struct { const char *runc; const char *disk; } good[] = {
+    { "system.slice:cri-containerd:abc", "/system.slice/cri-containerd-abc.scope" },
+    { "a-b-c.slice:p:n", "/a.slice/a-b.slice/a-b-c.slice/p-n.scope" },
+    { ":p:n", "/system.slice/p-n.scope" },
+    { "-.slice:p:n", "/p-n.scope" },
+  };
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (good); i++)
+    {
+      g_autofree char *path = shimwatch_cgroup_resolve (host, good[i].runc, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpstr (path, ==, good[i].disk);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *none = shimwatch_cgroup_resolve (host, bad[i], &error);
+
+      g_assert_null (none);
+      g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+      g_clear_error (&error);
+    }
+}
+
+static void
+test_own_cgroup_refused (void)
+{
+  const char *mounts[] = { "/sys/fs/cgroup", NULL };
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, mounts, mounts[0],
+                               "/system.slice/shimwatch.service",
+                               SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *inside = NULL;
+
+  /* a cleanup kills what runs in a task's cgroup: never ours or one around ours */
+  for (guint i = 0; i < 2; i++)
+    {
+      const char *path = i == 0 ? "/system.slice" : "/system.slice/shimwatch.service";
+      g_autofree char *none = shimwatch_cgroup_resolve (host, path, &error);
+
+      g_assert_null (none);
+      g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
+      g_clear_error (&error);
+    }
+  inside = shimwatch_cgroup_resolve (host, "/system.slice/other.service/t", &error);
+  g_assert_no_error (error);
+}
+
+static void
+test_overlap (void)
+{
+  g_assert_true (shimwatch_cgroup_paths_overlap ("/a/b", "/a/b"));
+  g_assert_true (shimwatch_cgroup_paths_overlap ("/a", "/a/b"));
+  g_assert_true (shimwatch_cgroup_paths_overlap ("/a/b/c", "/a"));
+  g_assert_false (shimwatch_cgroup_paths_overlap ("/a", "/ab"));
+  g_assert_false (shimwatch_cgroup_paths_overlap ("/shimwatch/default/t01",
+                                                  "/shimwatch/another-ns/t01"));
+  g_assert_true (shimwatch_cgroup_path_is_valid ("/shimwatch/default/t01"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a/../b"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a/"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("a"));
+}
+
+static void
+write_procs (const char *dir,
+             const char *text)
+{
+  g_autofree char *procs = g_build_filename (dir, "cgroup.procs", NULL);
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (procs, text, -1, NULL));
+}
+
+/* a cgroup v1 hierarchy (no cgroup.kill, no cgroup.events): cgroup.procs, recursively */
+static void
+test_kill_by_procs (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("swcgroup-XXXXXX", NULL);
+  g_autofree char *pids = g_build_filename (root, "pids", NULL);
+  g_autofree char *task = g_build_filename (pids, "shimwatch", "default", "t01", NULL);
+  g_autofree char *child = g_build_filename (task, "inner", NULL);
+  g_autofree char *text = NULL;
+  const char *mounts[] = { pids, NULL };
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_LEGACY, mounts, NULL, NULL,
+                               SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  g_autofree char *cmd = NULL;
+  pid_t a, b;
+  int status;
+
+  g_assert_nonnull (root);
+  a = fork ();
+  if (a == 0)
+    {
+      pause ();
+      _exit (0);
+    }
+  b = fork ();
+  if (b == 0)
+    {
+      pause ();
+      _exit (0);
+    }
+  text = g_strdup_printf ("%d\n", (int) a);
+  write_procs (task, text);
+  g_free (text);
+  text = g_strdup_printf ("%d\n", (int) b);
+  write_procs (child, text);
+
+  g_assert_true (shimwatch_cgroup_is_populated (host, "/shimwatch/default/t01"));
+  g_assert_false (shimwatch_cgroup_is_populated (host, "/shimwatch/other/t01"));
+  g_assert_cmpuint (shimwatch_cgroup_kill (host, "/shimwatch/default/t01"), ==, 2);
+  g_assert_cmpint (waitpid (a, &status, 0), ==, a);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+  g_assert_cmpint (waitpid (b, &status, 0), ==, b);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+
+  cmd = g_strdup_printf ("rm -rf '%s'", root);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/cgroup/placement/without-systemd", test_placement_without_systemd);
+  g_test_add_func ("/cgroup/placement/under-systemd", test_placement_under_systemd);
+  g_test_add_func ("/cgroup/resolve/cgroupfs", test_resolve_cgroupfs);
+  g_test_add_func ("/cgroup/resolve/systemd", test_resolve_systemd);
+  g_test_add_func ("/cgroup/resolve/own-cgroup", test_own_cgroup_refused);
+  g_test_add_func ("/cgroup/overlap", test_overlap);
+  g_test_add_func ("/cgroup/kill-by-procs", test_kill_by_procs);
+  return g_test_run ();
+}
