@@ -113,6 +113,7 @@ resolve_rootfs (ShimwatchBundle  *bundle,
 ShimwatchBundle *
 shimwatch_bundle_open (const char             *path,
                        const ShimwatchCaller  *caller,
+                       const char             *default_cgroups_path,
                        GError                **error)
 {
   g_autoptr(ShimwatchBundle) bundle = g_new0 (ShimwatchBundle, 1);
@@ -204,6 +205,7 @@ shimwatch_bundle_open (const char             *path,
     return NULL;
 
   bundle->config = shimwatch_wire_rewrite_oci_config (contents, length, bundle->real_path,
+                                                      default_cgroups_path, &bundle->cgroups_path,
                                                       &local_error);
   if (bundle->config == NULL)
     {
@@ -228,6 +230,7 @@ shimwatch_bundle_free (ShimwatchBundle *bundle)
   g_free (bundle->path);
   g_free (bundle->real_path);
   g_free (bundle->rootfs);
+  g_free (bundle->cgroups_path);
   g_clear_pointer (&bundle->config, g_bytes_unref);
   g_free (bundle);
 }

@@ -21,7 +21,9 @@ typedef struct {
   char   *path;         /* as the caller named it */
   char   *real_path;    /* what it resolved to: the task's config names this one */
   char   *rootfs;       /* the resolved root filesystem */
-  GBytes *config;       /* config.json with an absolute root.path (shimwatch-wire.h) */
+  GBytes *config;       /* config.json with an absolute root.path and a linux.cgroupsPath
+                         * (shimwatch-wire.h) */
+  char   *cgroups_path; /* that linux.cgroupsPath: the bundle's, or the default given */
 } ShimwatchBundle;
 
 /* config.json may be at most this large */
@@ -29,9 +31,10 @@ typedef struct {
 
 /* Errors are SHIMWATCH_ERROR: INVALID_ARGUMENT for a bundle that is missing or wrong,
  * NOT_AUTHORIZED when @caller (NULL: the service itself) could not read it. They never
- * quote a file. */
+ * quote a file. @default_cgroups_path goes into config.json when it names no cgroup. */
 ShimwatchBundle *shimwatch_bundle_open (const char             *path,
                                         const ShimwatchCaller  *caller,
+                                        const char             *default_cgroups_path,
                                         GError                **error);
 void             shimwatch_bundle_free (ShimwatchBundle *bundle);
 /* "PATH", or "PATH (resolved to REAL)": how errors name the bundle */

@@ -18,13 +18,16 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-names.h"
 
-#define KILL_WAIT_MS 2000
+#define KILL_WAIT_MS       2000
+#define CGROUP_POLL_MS     5
+#define CGROUP_EMPTY_WAIT_US (2 * G_USEC_PER_SEC)
 
 struct _ShimwatchCleanup
 {
   GObject            parent_instance;
 
   ShimwatchLauncher *launcher;
+  ShimwatchCgroupHost *cgroups;
   guint              max_concurrent;
   guint              n_deleting;
   guint              n_running;
@@ -53,6 +56,7 @@ shimwatch_cleanup_request_free (ShimwatchCleanupRequest *request)
   g_free (request->shim_binary);
   g_free (request->socket_path);
   g_free (request->runc_state_dir);
+  g_free (request->cgroup_path);
   if (request->pidfd >= 0)
     close (request->pidfd);
   g_free (request);
@@ -70,10 +74,13 @@ shimwatch_cleanup_result_free (ShimwatchCleanupResult *result)
 typedef struct {
   ShimwatchCleanupRequest    *request;
   ShimwatchCleanupResult     *result;
+  ShimwatchCgroupHost        *cgroups;
   ShimwatchCleanupKilledFunc  killed;
   gpointer                    killed_data;
   guint                       pidfd_watch;
   guint                       kill_timeout;
+  guint                       cgroup_poll;
+  gboolean                    init_dead;
   gboolean                    holds_slot;
 } RunData;
 
@@ -82,6 +89,8 @@ run_data_free (RunData *data)
 {
   g_clear_handle_id (&data->pidfd_watch, g_source_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
+  g_clear_handle_id (&data->cgroup_poll, g_source_remove);
+  g_clear_pointer (&data->cgroups, shimwatch_cgroup_host_unref);
   shimwatch_cleanup_request_free (data->request);
   shimwatch_cleanup_result_free (data->result);
   g_free (data);
@@ -256,6 +265,28 @@ shimwatch_cleanup_remove_task_dir (const char  *task_dir,
   return ok;
 }
 
+/* in the worker thread: the task is deleted or dead, so whatever still runs in its cgroup
+ * goes, and then the cgroup (runc removes it itself, except after a failed delete) */
+static void
+remove_cgroup (RunData *data)
+{
+  ShimwatchCleanupRequest *request = data->request;
+  g_autoptr(GError) error = NULL;
+  gint64 deadline = g_get_monotonic_time () + CGROUP_EMPTY_WAIT_US;
+  guint killed;
+
+  killed = shimwatch_cgroup_kill (data->cgroups, request->cgroup_path);
+  if (killed > 0)
+    log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
+              request->cgroup_path);
+  while (shimwatch_cgroup_is_populated (data->cgroups, request->cgroup_path) &&
+         g_get_monotonic_time () < deadline)
+    g_usleep (CGROUP_POLL_MS * 1000);
+  if (!shimwatch_cgroup_remove (data->cgroups, request->cgroup_path, &error))
+    log_step (request, G_LOG_LEVEL_WARNING, "cgroup %s stays: %s", request->cgroup_path,
+              error->message);
+}
+
 static void
 remove_state_thread (GTask        *task,
                      gpointer      source_object,
@@ -293,6 +324,8 @@ remove_state_thread (GTask        *task,
    * holds what a later delete (Reap) needs */
   if (data->result->delete_ok || data->result->task_killed)
     {
+      if (request->cgroup_path != NULL)
+        remove_cgroup (data);
       data->result->removed = shimwatch_cleanup_remove_task_dir (request->task_dir, &error);
       if (!data->result->removed)
         log_step (request, G_LOG_LEVEL_WARNING, "task directory %s stays: %s",
@@ -385,6 +418,14 @@ start_delete (GTask *task)
 
   data->holds_slot = TRUE;
   self->n_deleting++;
+  if (request->deleted)
+    {
+      /* the shim's own Delete removed runc's state and reaped the task */
+      data->result->delete_ok = TRUE;
+      data->result->task_killed = TRUE;
+      remove_state (task);
+      return;
+    }
   if (request->shim_binary == NULL)
     {
       data->result->delete_error = g_strdup ("no shim binary is known for this task");
@@ -426,6 +467,12 @@ task_dead (GTask   *task,
 
   g_clear_handle_id (&data->pidfd_watch, g_source_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
+  g_clear_handle_id (&data->cgroup_poll, g_source_remove);
+  if (dead && data->request->cgroup_path != NULL &&
+      shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
+    log_step (data->request, G_LOG_LEVEL_WARNING,
+              "processes in cgroup %s outlived SIGKILL for %u ms", data->request->cgroup_path,
+              KILL_WAIT_MS);
   if (dead)
     {
       data->result->task_killed = TRUE;
@@ -441,6 +488,22 @@ task_dead (GTask   *task,
   queue_delete (task);
 }
 
+/* the whole container is dead once its init is and its cgroup is empty: only then is
+ * TaskExit true for every process of the task */
+static gboolean
+cgroup_poll_cb (gpointer user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+
+  if (data->request->cgroup_path != NULL &&
+      shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
+    return G_SOURCE_CONTINUE;
+  data->cgroup_poll = 0;
+  task_dead (task, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
 static gboolean
 pidfd_ready_cb (int          fd,
                 GIOCondition condition,
@@ -450,7 +513,9 @@ pidfd_ready_cb (int          fd,
   RunData *data = g_task_get_task_data (task);
 
   data->pidfd_watch = 0;
-  task_dead (task, TRUE);
+  data->init_dead = TRUE;
+  if (cgroup_poll_cb (task) == G_SOURCE_CONTINUE)
+    data->cgroup_poll = g_timeout_add (CGROUP_POLL_MS, cgroup_poll_cb, task);
   return G_SOURCE_REMOVE;
 }
 
@@ -461,7 +526,7 @@ kill_timeout_cb (gpointer user_data)
   RunData *data = g_task_get_task_data (task);
 
   data->kill_timeout = 0;
-  task_dead (task, FALSE);
+  task_dead (task, data->init_dead);
   return G_SOURCE_REMOVE;
 }
 
@@ -487,9 +552,17 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   data->result = g_new0 (ShimwatchCleanupResult, 1);
   data->killed = killed;
   data->killed_data = killed_data;
+  data->cgroups = shimwatch_cgroup_host_ref (self->cgroups);
   g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
   self->n_running++;
   log_step (request, G_LOG_LEVEL_INFO, "cleanup started");
+
+  /* the shim is gone: what runs in the task's cgroup (the init's children too, when the
+   * container has no PID namespace of its own) dies with the init, found without looking
+   * at any other process of the machine */
+  if (request->kill_cgroup && request->cgroup_path != NULL &&
+      shimwatch_cgroup_kill (self->cgroups, request->cgroup_path) > 0)
+    log_step (request, G_LOG_LEVEL_INFO, "killed what ran in cgroup %s", request->cgroup_path);
 
   if (request->kill_task && request->pidfd >= 0)
     {
@@ -520,12 +593,14 @@ shimwatch_cleanup_get_n_running (ShimwatchCleanup *self)
 }
 
 ShimwatchCleanup *
-shimwatch_cleanup_new (ShimwatchLauncher *launcher,
-                       guint              max_concurrent)
+shimwatch_cleanup_new (ShimwatchLauncher   *launcher,
+                       ShimwatchCgroupHost *cgroups,
+                       guint                max_concurrent)
 {
   ShimwatchCleanup *self = g_object_new (SHIMWATCH_TYPE_CLEANUP, NULL);
 
   self->launcher = g_object_ref (launcher);
+  self->cgroups = shimwatch_cgroup_host_ref (cgroups);
   self->max_concurrent = MAX (max_concurrent, 1);
   return self;
 }
@@ -536,6 +611,7 @@ shimwatch_cleanup_finalize (GObject *object)
   ShimwatchCleanup *self = SHIMWATCH_CLEANUP (object);
 
   g_clear_object (&self->launcher);
+  g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
   G_OBJECT_CLASS (shimwatch_cleanup_parent_class)->finalize (object);
 }
 

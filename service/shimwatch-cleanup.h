@@ -5,11 +5,17 @@
  * service can stop it; only its own timeout bounds the `shim delete` it runs
  * (containerd's context.WithoutCancel + io.containerd.timeout.shim.cleanup).
  *
- *  1. if asked: SIGKILL the task's init through its pidfd and wait until it is dead;
- *     report that at once (the caller emits TaskExit from it, well before delete ends);
- *  2. run `<shim> delete` in the task directory, at most max_concurrent at a time;
+ *  1. if asked: SIGKILL the task's init through its pidfd and everything in the task's
+ *     cgroup (cgroup.kill, or cgroup.procs), and wait until the init is dead and the
+ *     cgroup empty; report that at once (the caller emits TaskExit from it, well before
+ *     delete ends);
+ *  2. run `<shim> delete` in the task directory, at most max_concurrent at a time (not
+ *     after a completed Delete: the shim removed runc's state then, and the v1 shim's
+ *     delete fails once its own Shutdown removed its socket; containerd does not run it
+ *     then either);
  *  3. in a worker thread: unmount <task dir>/rootfs, rename the task dir to .<id> and
- *     delete it, unlink the shim socket file, remove leftover runc state.
+ *     delete it, unlink the shim socket file, remove leftover runc state, and remove the
+ *     task's cgroup from every hierarchy once nothing runs in it.
  *
  * Every step tolerates "already done", so a cleanup can run again over the same state.
  */
@@ -17,6 +23,7 @@
 
 #include <gio/gio.h>
 
+#include "shimwatch-cgroup.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-wire.h"
 
@@ -35,6 +42,9 @@ typedef struct {
   guint32  task_pid;
   int      pidfd;             /* owned by the request; -1 if none */
   gboolean kill_task;         /* SIGKILL the task first (its shim is gone) */
+  char    *cgroup_path;       /* the task's own cgroup, or NULL if not known */
+  gboolean kill_cgroup;       /* SIGKILL what still runs in it before anything else */
+  gboolean deleted;           /* the shim's Delete completed: no `shim delete` */
   guint    timeout_ms;
 } ShimwatchCleanupRequest;
 
@@ -59,6 +69,7 @@ typedef void (*ShimwatchCleanupKilledFunc) (guint32  pid,
                                             gpointer user_data);
 
 ShimwatchCleanup       *shimwatch_cleanup_new        (ShimwatchLauncher          *launcher,
+                                                      ShimwatchCgroupHost        *cgroups,
                                                       guint                       max_concurrent);
 void                    shimwatch_cleanup_run_async  (ShimwatchCleanup           *self,
                                                       ShimwatchCleanupRequest    *request,
@@ -72,7 +83,9 @@ guint                   shimwatch_cleanup_get_n_running (ShimwatchCleanup       
 
 /* SIGKILL every process whose working directory is dir: a shim we could not talk to
  * (its pid unknown) still runs in its task directory, as the runtime-v2 contract says.
- * Returns how many were signalled. */
+ * Returns how many were signalled. This reads every process of the machine: only for
+ * what has no cgroup and no pid known (records older than per-task cgroups, a shim that
+ * never answered). */
 guint shimwatch_cleanup_kill_processes_in (const char *dir);
 
 /* the thread part, also usable on its own (unit tests, Reap of leftovers) */

@@ -24,6 +24,7 @@ struct _ShimwatchLauncher
   char    *shim_address;
   char    *ttrpc_address;
   char    *runc_root;
+  gboolean systemd_cgroup;
   guint    start_timeout_ms;
   guint    connect_timeout_ms;
 };
@@ -531,7 +532,7 @@ shimwatch_launcher_start_async (ShimwatchLauncher   *self,
       return;
     }
 
-  options = shimwatch_wire_encode_runc_options (self->runc_root);
+  options = shimwatch_wire_encode_runc_options (self->runc_root, self->systemd_cgroup);
   task = run_shim_action (self, shimwatch_launcher_start_async, shim_binary, namespace_, id,
                           task_dir, "start", options, self->start_timeout_ms,
                           start_communicate_cb, callback, user_data);
@@ -682,6 +683,7 @@ shimwatch_launcher_new (const ShimwatchLauncherConfig *config)
   self->shim_address = g_strdup (config->shim_address);
   self->ttrpc_address = g_strdup (config->ttrpc_address);
   self->runc_root = g_strdup (config->runc_root);
+  self->systemd_cgroup = config->systemd_cgroup;
   self->start_timeout_ms = config->start_timeout_ms > 0 ? config->start_timeout_ms : 10000;
   self->connect_timeout_ms = config->connect_timeout_ms > 0 ? config->connect_timeout_ms : 5000;
   return self;

@@ -23,6 +23,7 @@ typedef struct {
   const char         *shim_address;   /* -address: names the shim socket, need not exist */
   const char         *ttrpc_address;  /* TTRPC_ADDRESS: our events socket */
   const char         *runc_root;      /* Options.root: runc state stays out of /run/containerd */
+  gboolean            systemd_cgroup; /* Options.systemd_cgroup: runc's systemd driver */
   guint               start_timeout_ms;
   guint               connect_timeout_ms;
 } ShimwatchLauncherConfig;
@@ -44,6 +45,8 @@ const char          *shimwatch_launcher_get_runc_root    (ShimwatchLauncher   *s
 char                *shimwatch_launcher_resolve_runtime  (ShimwatchLauncher   *self,
                                                           const char          *runtime,
                                                           GError             **error);
+/* the task directory with config.json (as shimwatch_bundle_open rewrote it) and the shim
+ * binary's path */
 gboolean             shimwatch_launcher_prepare_task_dir (ShimwatchLauncher   *self,
                                                           const char          *task_dir,
                                                           GBytes              *config,

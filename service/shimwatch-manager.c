@@ -36,6 +36,7 @@ struct _ShimwatchManager
   GHashTable                   *recorded;   /* "ns/id" of every record read */
   GPtrArray                    *to_reach;   /* ShimwatchShim: loaded, shim not reached yet */
   ShimwatchLauncher            *launcher;
+  ShimwatchCgroupHost          *cgroups;
   ShimwatchCleanup             *cleanup;
   ShimwatchEventsServer        *events;
   ShimwatchAuthority           *authority;
@@ -47,6 +48,7 @@ struct _ShimwatchManager
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
   GHashTable                   *reserved;   /* "ns/id" being created */
   GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
+  GHashTable                   *cgroup_users; /* cgroup path → "ns/id", supervised or being created */
 };
 
 static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
@@ -92,6 +94,49 @@ update_shim_count (ShimwatchManager *self)
 {
   shimwatch_dbus_manager_set_shim_count (SHIMWATCH_DBUS_MANAGER (self),
                                          g_hash_table_size (self->shims));
+}
+
+/* -- task cgroups -------------------------------------------------------------------- */
+
+/* the task that has this cgroup, one inside it or one around it; NULL if none */
+static const char *
+cgroup_user (ShimwatchManager *self,
+             const char       *path)
+{
+  GHashTableIter iter;
+  gpointer used, key;
+
+  g_hash_table_iter_init (&iter, self->cgroup_users);
+  while (g_hash_table_iter_next (&iter, &used, &key))
+    if (shimwatch_cgroup_paths_overlap (used, path))
+      return key;
+  return NULL;
+}
+
+static void
+release_cgroup (ShimwatchManager *self,
+                const char       *path,
+                const char       *key)
+{
+  if (path != NULL && g_strcmp0 (g_hash_table_lookup (self->cgroup_users, path), key) == 0)
+    g_hash_table_remove (self->cgroup_users, path);
+}
+
+/* /shimwatch/<ns> and /shimwatch go with their last task, as task directories do. Only
+ * while no CreateTask is under way: runc creates them again (mkdir -p) during Create, and
+ * one removed between its two mkdirs would fail that create. A parent that still holds a
+ * cgroup is not empty, and stays. */
+static void
+remove_unused_cgroup_parents (ShimwatchManager *self,
+                              const char       *namespace_)
+{
+  g_autofree char *ns_path = NULL;
+
+  if (shimwatch_cgroup_host_get_driver (self->cgroups) != SHIMWATCH_CGROUP_DRIVER_CGROUPFS ||
+      g_hash_table_size (self->reserved) > 0)
+    return;
+  ns_path = g_strdup_printf ("/%s/%s", SHIMWATCH_CGROUP_PARENT, namespace_);
+  shimwatch_cgroup_remove_empty_parents (self->cgroups, ns_path, "/");
 }
 
 /* -- shim lifecycle ------------------------------------------------------------------- */
@@ -149,6 +194,8 @@ shim_finished_cb (ShimwatchShim    *shim,
   g_dbus_object_manager_server_unexport (self->object_manager,
                                          shimwatch_shim_get_object_path (shim));
   g_hash_table_remove (self->shims, key);
+  release_cgroup (self, shimwatch_shim_get_cgroup_path (shim), key);
+  remove_unused_cgroup_parents (self, shimwatch_shim_get_namespace (shim));
   update_shim_count (self);
   if (reaped)
     count_cleanup (self, cleanup_failed);
@@ -224,6 +271,7 @@ typedef struct {
   char                  *runtime;
   char                  *shim_binary;
   char                  *task_dir;
+  char                  *cgroup_path;    /* claimed in cgroup_users while set */
   char                  *stdio[3];
   gboolean               terminal;
   gboolean               start;
@@ -239,6 +287,12 @@ create_data_free (CreateData *data)
 {
   if (data->reserved)
     g_hash_table_remove (data->self->reserved, data->key);
+  if (data->cgroup_path != NULL)
+    {
+      release_cgroup (data->self, data->cgroup_path, data->key);
+      remove_unused_cgroup_parents (data->self, data->namespace_);
+    }
+  g_free (data->cgroup_path);
   g_clear_error (&data->error);
   g_object_unref (data->self);
   g_free (data->key);
@@ -307,6 +361,8 @@ create_finish (CreateData *data)
   g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
   g_signal_connect (data->shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
   g_signal_connect (data->shim, "finished", G_CALLBACK (shim_finished_cb), self);
+  /* the shim owns the claim on its cgroup from now on, until it is finished */
+  g_clear_pointer (&data->cgroup_path, g_free);
   /* recorded before anyone learns of it: from now on a restart knows this task */
   shimwatch_shim_make_persistent (data->shim);
   export_shim (self, data->shim);
@@ -376,6 +432,7 @@ create_shim_started_cb (GObject      *source,
   handle = shimwatch_launcher_start_finish (SHIMWATCH_LAUNCHER (source), result, &error);
   data->shim = shimwatch_shim_new (self, data->namespace_, data->id, data->runtime,
                                    data->shim_binary, data->task_dir);
+  shimwatch_shim_set_cgroup_path (data->shim, data->cgroup_path);
   if (handle == NULL)
     {
       create_fail (data, error);
@@ -392,6 +449,8 @@ create_shim_started_cb (GObject      *source,
   params.stderr_path = data->stdio[2];
   params.terminal = data->terminal;
   params.runc_root = self->runc_root;
+  params.systemd_cgroup =
+    shimwatch_cgroup_host_get_driver (self->cgroups) == SHIMWATCH_CGROUP_DRIVER_SYSTEMD;
   shimwatch_task_client_create_async (shimwatch_shim_get_client (data->shim), &params,
                                       RPC_TIMEOUT_MS, create_rpc_cb, data);
 }
@@ -409,6 +468,9 @@ create_caller_known_cb (GObject      *source,
   g_autoptr(GVariant) groups = NULL;
   g_autoptr(GArray) gids = NULL;
   g_autoptr(ShimwatchCaller) caller = NULL;
+  g_autofree char *default_cgroup = NULL;
+  g_autofree char *cgroup_path = NULL;
+  const char *other;
   guint32 caller_uid;
 
   reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
@@ -445,7 +507,11 @@ create_caller_known_cb (GObject      *source,
     }
   /* the bundle runs as root: its caller must be able to read it themselves, and to
    * open what the shim will open for the task's stdio */
-  data->opened = shimwatch_bundle_open (data->bundle, caller, &error);
+  default_cgroup = shimwatch_cgroup_task_path (shimwatch_cgroup_host_get_layout (self->cgroups),
+                                               shimwatch_cgroup_host_get_own (self->cgroups),
+                                               shimwatch_cgroup_host_get_driver (self->cgroups),
+                                               data->namespace_, data->id);
+  data->opened = shimwatch_bundle_open (data->bundle, caller, default_cgroup, &error);
   if (data->opened == NULL ||
       !shimwatch_stdio_check (data->stdio, (const char * const *) self->config->runtime_path,
                               caller, &error))
@@ -453,6 +519,27 @@ create_caller_known_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
+  /* before anything starts: a cgroup of its own, shared with no other task */
+  cgroup_path = shimwatch_cgroup_resolve (self->cgroups, data->opened->cgroups_path, &error);
+  if (cgroup_path == NULL)
+    {
+      g_prefix_error (&error, "bundle %s: ", data->bundle);
+      create_fail (data, error);
+      return;
+    }
+  other = cgroup_user (self, cgroup_path);
+  if (other != NULL)
+    {
+      g_autoptr(GError) taken = NULL;
+
+      taken = g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_ALREADY_EXISTS,
+                           "bundle %s: cgroup %s is already used by task %s (a cgroup holds "
+                           "one task)", data->bundle, cgroup_path, other);
+      create_fail (data, taken);
+      return;
+    }
+  data->cgroup_path = g_steal_pointer (&cgroup_path);
+  g_hash_table_insert (self->cgroup_users, g_strdup (data->cgroup_path), g_strdup (data->key));
   if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
                                             data->shim_binary, &error))
     {
@@ -683,7 +770,19 @@ orphan_cleanup_done_cb (GObject      *source,
   g_autoptr(ShimwatchCleanupResult) outcome = NULL;
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  remove_unused_cgroup_parents (data->self, data->namespace_);
   count_cleanup (data->self, !outcome->delete_ok);
+  if (!outcome->removed)
+    {
+      /* not a success: the state stays on disk, for another try */
+      g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_SHIM_FAILED,
+                                             "cleanup of %s/%s did not finish (%s); its state "
+                                             "stays on disk", data->namespace_, data->id,
+                                             outcome->delete_error != NULL
+                                               ? outcome->delete_error : "see the log");
+      return;
+    }
   shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (data->self), data->invocation,
                                         outcome->delete_ok ? outcome->deleted.exit_status : 255);
 }
@@ -715,6 +814,33 @@ read_task_file (const char *task_dir,
   return contents != NULL ? g_strstrip (contents) : NULL;
 }
 
+/* the cgroup named in a task directory's config.json (we wrote it there), when it is a
+ * valid one that no supervised task uses; NULL otherwise */
+static char *
+task_cgroup_from_dir (ShimwatchManager *self,
+                      const char       *task_dir)
+{
+  g_autofree char *config = g_build_filename (task_dir, "config.json", NULL);
+  g_autofree char *contents = NULL;
+  g_autofree char *runc_path = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(GBytes) rewritten = NULL;
+  gsize length = 0;
+
+  contents = shimwatch_read_regular_file_at (AT_FDCWD, config, SHIMWATCH_BUNDLE_CONFIG_MAX,
+                                             SHIMWATCH_FILE_NONE, &length, NULL, NULL);
+  if (contents == NULL)
+    return NULL;
+  rewritten = shimwatch_wire_rewrite_oci_config (contents, length, task_dir, NULL, &runc_path,
+                                                 NULL);
+  if (rewritten == NULL || runc_path == NULL)
+    return NULL;
+  path = shimwatch_cgroup_resolve (self->cgroups, runc_path, NULL);
+  if (path == NULL || cgroup_user (self, path) != NULL)
+    return NULL;
+  return g_steal_pointer (&path);
+}
+
 /* state on disk that no supervised task owns (a task directory without a record, a broken
  * record, leftovers of a failed cleanup): cleaned like a dead shim's, without events since
  * nothing says the task was ever handed to a client. FALSE if there is nothing. */
@@ -730,8 +856,9 @@ start_orphan_cleanup (ShimwatchManager    *self,
   g_autofree char *runc_state = g_build_filename (self->runc_root, namespace_, id, NULL);
   g_autofree char *binary = NULL;
   g_autofree char *address = NULL;
+  g_autofree char *cgroup_path = NULL;
   ShimwatchCleanupRequest *request;
-  guint killed;
+  guint killed = 0;
 
   if (!g_file_test (task_dir, G_FILE_TEST_IS_DIR) && !g_file_test (runc_state, G_FILE_TEST_IS_DIR))
     return FALSE;
@@ -739,9 +866,13 @@ start_orphan_cleanup (ShimwatchManager    *self,
   binary = read_task_file (task_dir, "shim-binary-path");
   if (binary != NULL && !trusted_shim_binary (self, binary))
     g_clear_pointer (&binary, g_free);
-  /* a shim that may still run there: nobody supervises it, so it goes */
-  killed = g_file_test (task_dir, G_FILE_TEST_IS_DIR)
-             ? shimwatch_cleanup_kill_processes_in (task_dir) : 0;
+  /* the task's cgroup, as its config.json names it */
+  cgroup_path = task_cgroup_from_dir (self, task_dir);
+  /* a shim that may still run there: nobody supervises it, so it goes. Without its pid
+   * only a look at every process's working directory finds it: the rare case of a task
+   * directory without a record, never the path of a supervised shim's death. */
+  if (g_file_test (task_dir, G_FILE_TEST_IS_DIR))
+    killed = shimwatch_cleanup_kill_processes_in (task_dir);
 
   request = shimwatch_cleanup_request_new ();
   request->namespace_ = g_strdup (namespace_);
@@ -749,6 +880,8 @@ start_orphan_cleanup (ShimwatchManager    *self,
   request->task_dir = g_steal_pointer (&task_dir);
   request->shim_binary = g_steal_pointer (&binary);
   request->runc_state_dir = g_steal_pointer (&runc_state);
+  request->cgroup_path = g_steal_pointer (&cgroup_path);
+  request->kill_cgroup = request->cgroup_path != NULL;
   /* the 1.6 shim writes its address into the task dir; its socket file is ours to remove */
   address = read_task_file (request->task_dir, "address");
   if (address != NULL && g_str_has_prefix (address, "unix:///run/containerd/s/") &&
@@ -971,6 +1104,9 @@ load_record (ShimwatchManager *self,
   shim = shimwatch_shim_new_from_record (self, record);
   g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
   g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
+  if (shimwatch_shim_get_cgroup_path (shim) != NULL)
+    g_hash_table_insert (self->cgroup_users, g_strdup (shimwatch_shim_get_cgroup_path (shim)),
+                         g_strdup (key));
   g_signal_connect (shim, "disconnected", G_CALLBACK (shim_disconnected_cb), self);
   g_signal_connect (shim, "finished", G_CALLBACK (shim_finished_cb), self);
   export_shim (self, shim);
@@ -1122,6 +1258,12 @@ shimwatch_manager_get_authority (ShimwatchManager *self)
   return self->authority;
 }
 
+ShimwatchCgroupHost *
+shimwatch_manager_get_cgroups (ShimwatchManager *self)
+{
+  return self->cgroups;
+}
+
 ShimwatchCleanup *
 shimwatch_manager_get_cleanup (ShimwatchManager *self)
 {
@@ -1172,6 +1314,7 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   g_autoptr(ShimwatchManager) self = g_object_new (SHIMWATCH_TYPE_MANAGER, NULL);
   g_autofree char *events_path = NULL;
   g_autofree char *shim_address = NULL;
+  g_autofree char *description = NULL;
   ShimwatchLauncherConfig launcher_config = { 0 };
 
   self->config = shimwatch_config_copy (config);
@@ -1200,8 +1343,14 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   launcher_config.shim_address = shim_address;
   launcher_config.ttrpc_address = events_path;
   launcher_config.runc_root = self->runc_root;
+  self->cgroups = shimwatch_cgroup_host_detect ();
+  description = shimwatch_cgroup_host_describe (self->cgroups);
+  g_message ("task cgroups: %s", description);
+  launcher_config.systemd_cgroup =
+    shimwatch_cgroup_host_get_driver (self->cgroups) == SHIMWATCH_CGROUP_DRIVER_SYSTEMD;
   self->launcher = shimwatch_launcher_new (&launcher_config);
-  self->cleanup = shimwatch_cleanup_new (self->launcher, config->cleanup_concurrency);
+  self->cleanup = shimwatch_cleanup_new (self->launcher, self->cgroups,
+                                         config->cleanup_concurrency);
 
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   return g_steal_pointer (&self);
@@ -1261,6 +1410,8 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_object (&self->events);
   g_clear_object (&self->cleanup);
   g_clear_object (&self->launcher);
+  g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
+  g_hash_table_unref (self->cgroup_users);
   shimwatch_config_free (self->config);
   g_free (self->tasks_dir);
   g_free (self->runc_root);
@@ -1290,5 +1441,6 @@ shimwatch_manager_init (ShimwatchManager *self)
   self->reserved = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) g_ptr_array_unref);
+  self->cgroup_users = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->ledger = shimwatch_signal_ledger_new (SHIMWATCH_DBUS_MANAGER_IFACE);
 }

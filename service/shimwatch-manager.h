@@ -43,6 +43,7 @@ guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager     
 
 ShimwatchAuthority *shimwatch_manager_get_authority       (ShimwatchManager       *self);
 ShimwatchCleanup   *shimwatch_manager_get_cleanup         (ShimwatchManager       *self);
+ShimwatchCgroupHost *shimwatch_manager_get_cgroups        (ShimwatchManager       *self);
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
 const char         *shimwatch_manager_get_runc_root       (ShimwatchManager       *self);
 ShimwatchSignalLedger *shimwatch_manager_get_signal_ledger (ShimwatchManager       *self);

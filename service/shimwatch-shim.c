@@ -33,6 +33,7 @@ struct _ShimwatchShim
   char                *runtime;
   char                *shim_binary;
   char                *task_dir;
+  char                *cgroup_path;      /* NULL: unknown (a record from before) */
   guint64              task_start_time;
   guint64              shim_start_time;  /* tells the shim from a later process with its pid */
 
@@ -162,6 +163,7 @@ fill_record (ShimwatchShim   *self,
   record->task_start_time = self->task_start_time;
   record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
   record->status = (char *) shimwatch_dbus_shim_get_status (iface);
+  record->cgroup_path = self->cgroup_path;
   record->exit_known = self->exit_emitted;
   record->exit = self->exit;
   record->exit_emitted = self->exit_emitted;
@@ -331,6 +333,7 @@ cleanup_request (ShimwatchShim *self,
   request->kill_task = kill_task && self->task_pidfd >= 0;
   if (self->task_pidfd >= 0)
     request->pidfd = dup (self->task_pidfd);
+  request->cgroup_path = g_strdup (self->cgroup_path);
   request->timeout_ms = config->cleanup_timeout_ms;
   return request;
 }
@@ -401,16 +404,48 @@ stop_watching (ShimwatchShim *self)
 }
 
 /* the connection to the shim is gone (or, after a restart, could not be made again) */
+/* The shim itself, if it still runs (hung, or its pidfd saw it die before the socket
+ * closed): through the pidfd taken when it was attached, or, for a shim that was never
+ * reached again after a restart, its recorded pid if that process still works in the
+ * task directory (one readlink, not a scan). */
+static void
+kill_shim_process (ShimwatchShim *self)
+{
+  guint32 pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  g_autofree char *cwd_link = NULL;
+  g_autofree char *cwd = NULL;
+  int pidfd = self->shim_pidfd;
+
+  if (pidfd < 0 && pid > 0)
+    {
+      pidfd = pidfd_open ((pid_t) pid, 0);
+      cwd_link = g_strdup_printf ("/proc/%u/cwd", pid);
+      cwd = g_file_read_link (cwd_link, NULL);
+      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) != 0)
+        {
+          close (pidfd);
+          pidfd = -1;
+        }
+    }
+  if (pidfd >= 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected", "killed shim process %u", pid);
+  if (pidfd >= 0 && pidfd != self->shim_pidfd)
+    close (pidfd);
+}
+
 static void
 on_disconnected (ShimwatchShim *self,
                  const char    *reason)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchCleanupRequest *request;
 
   if (self->detached || self->cleaning)
     return;
   self->connected = FALSE;
   self->loading = FALSE;
+  if (!self->deleted && self->exported && self->cgroup_path != NULL)
+    kill_shim_process (self);
   stop_watching (self);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
@@ -419,10 +454,12 @@ on_disconnected (ShimwatchShim *self,
 
   if (self->deleted)
     {
-      /* the end of a normal Delete: shim delete + task dir, no crash signals */
-      shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
-                                   cleanup_request (self, FALSE), NULL, NULL,
-                                   normal_cleanup_done_cb, g_object_ref (self));
+      /* the end of a normal Delete: the task directory and the cgroup go, no crash
+       * signals; the shim's Delete already did what `shim delete` would */
+      request = cleanup_request (self, FALSE);
+      request->deleted = TRUE;
+      shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+                                   NULL, NULL, normal_cleanup_done_cb, g_object_ref (self));
       return;
     }
 
@@ -442,16 +479,19 @@ on_disconnected (ShimwatchShim *self,
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
 
-  /* a hung shim, or a child of a dead one still holding its socket, runs in the task
-   * directory (the runtime-v2 contract): it must not outlive the cleanup */
-  if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
+  /* a hung shim was killed above; what runs in the task's cgroup is killed by the
+   * cleanup. A record from before per-task cgroups knows no cgroup: only then are all
+   * processes of the machine looked at, for those working in the task directory. */
+  if (self->cgroup_path == NULL &&
+      shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
     log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected",
                "killed what was still running in %s", self->task_dir);
 
   /* a task whose exit is already known is not killed again: its real status stays */
-  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
-                               cleanup_request (self, !self->exit_emitted), killed_cb, self,
-                               crash_cleanup_done_cb, g_object_ref (self));
+  request = cleanup_request (self, !self->exit_emitted);
+  request->kill_cgroup = TRUE;
+  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+                               killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
 }
 
 static void
@@ -1085,6 +1125,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
 {
   GTask *task = g_task_new (self, NULL, callback, user_data);
   guint32 shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  ShimwatchCleanupRequest *request;
 
   g_task_set_source_tag (task, shimwatch_shim_abandon_async);
   /* no events: the task was never handed to a client */
@@ -1092,13 +1133,17 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   self->cleaning = TRUE;
   if (self->handle != NULL)
     shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+  /* a shim that never answered Connect never told its pid: only then is every process
+   * looked at, for one working in the task directory */
   if (shim_pid > 0)
     kill ((pid_t) shim_pid, SIGKILL);
   else if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
     log_event (self, G_LOG_LEVEL_MESSAGE, "create-failed",
                "killed the shim that never answered in %s", self->task_dir);
-  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager),
-                               cleanup_request (self, TRUE), NULL, NULL, abandon_done_cb, task);
+  request = cleanup_request (self, TRUE);
+  request->kill_cgroup = TRUE;
+  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request, NULL,
+                               NULL, abandon_done_cb, task);
 }
 
 void
@@ -1135,6 +1180,11 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
     log_event (self, G_LOG_LEVEL_MESSAGE, "record",
                "%s was about to go out when the service stopped, but did not: it is sent now",
                record->pending_signal);
+  if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
+    shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
+  else if (record->cgroup_path != NULL)
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "ignoring the record's cgroup \"%s\"",
+               record->cgroup_path);
   shimwatch_dbus_shim_set_address (iface, record->address);
   shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
   shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
@@ -1281,6 +1331,24 @@ shimwatch_shim_is_exported (ShimwatchShim *self)
   return self->exported;
 }
 
+void
+shimwatch_shim_set_cgroup_path (ShimwatchShim *self,
+                                const char    *path)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  g_free (self->cgroup_path);
+  self->cgroup_path = g_strdup (path);
+  shimwatch_dbus_shim_set_cgroup_path (SHIMWATCH_DBUS_SHIM (self), path != NULL ? path : "");
+}
+
+const char *
+shimwatch_shim_get_cgroup_path (ShimwatchShim *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), NULL);
+  return self->cgroup_path;
+}
+
 guint32
 shimwatch_shim_get_last_exit_status (ShimwatchShim *self)
 {
@@ -1314,6 +1382,7 @@ shimwatch_shim_new (ShimwatchManager *manager,
   shimwatch_dbus_shim_set_bundle (iface, task_dir);
   shimwatch_dbus_shim_set_runtime (iface, runtime);
   shimwatch_dbus_shim_set_address (iface, "");
+  shimwatch_dbus_shim_set_cgroup_path (iface, "");
   shimwatch_dbus_shim_set_status (iface, "created");
   shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
   return self;
@@ -1348,6 +1417,7 @@ shimwatch_shim_finalize (GObject *object)
   g_free (self->path);
   g_free (self->shim_binary);
   g_free (self->task_dir);
+  g_free (self->cgroup_path);
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->finalize (object);
 }
 

@@ -37,6 +37,10 @@ gboolean       shimwatch_shim_is_shim_process (ShimwatchShim         *self,
                                                guint32                pid,
                                                guint64                start_time);
 guint32        shimwatch_shim_get_last_exit_status (ShimwatchShim    *self);
+/* the task's own cgroup (CgroupPath), NULL if not known (a record from before) */
+void           shimwatch_shim_set_cgroup_path (ShimwatchShim         *self,
+                                               const char            *path);
+const char    *shimwatch_shim_get_cgroup_path (ShimwatchShim         *self);
 
 /* a shim known from its task record (service restart) */
 ShimwatchShim *shimwatch_shim_new_from_record (ShimwatchManager      *manager,

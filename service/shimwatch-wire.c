@@ -558,7 +558,8 @@ shimwatch_wire_parse_start_output (GBytes  *output,
 }
 
 GBytes *
-shimwatch_wire_encode_runc_options (const char *runc_root)
+shimwatch_wire_encode_runc_options (const char *runc_root,
+                                    gboolean    systemd_cgroup)
 {
   Containerd__Runc__V1__Options options = CONTAINERD__RUNC__V1__OPTIONS__INIT;
   Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
@@ -567,6 +568,7 @@ shimwatch_wire_encode_runc_options (const char *runc_root)
 
   if (runc_root != NULL)
     options.root = (char *) runc_root;
+  options.systemd_cgroup = systemd_cgroup;
   value = pack_message (&options.base);
   any.type_url = (char *) TYPE_URL_RUNC_OPTIONS;
   any.value.data = (guint8 *) bytes_data (value, &length);
@@ -612,6 +614,8 @@ GBytes *
 shimwatch_wire_rewrite_oci_config (const char  *contents,
                                    gsize        length,
                                    const char  *bundle_dir,
+                                   const char  *default_cgroups_path,
+                                   char       **cgroups_path,
                                    GError     **error)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
@@ -620,9 +624,11 @@ shimwatch_wire_rewrite_oci_config (const char  *contents,
   g_autofree char *rootfs = NULL;
   JsonObject *config;
   JsonObject *root;
+  JsonObject *linux_;
   JsonNode *node;
   JsonNode *path_node = NULL;
   const char *path;
+  const char *given = NULL;
   char *text;
   gsize text_length;
 
@@ -668,6 +674,36 @@ shimwatch_wire_rewrite_oci_config (const char  *contents,
   rootfs = g_path_is_absolute (path) ? g_strdup (path)
                                      : g_build_filename (bundle_dir, path, NULL);
   json_object_set_string_member (root, "path", rootfs);
+
+  /* every task in a cgroup of its own: the bundle's, or the one given (runc's default
+   * would share /<id> between namespaces) */
+  node = json_object_get_member (config, "linux");
+  if (node != NULL && !JSON_NODE_HOLDS_OBJECT (node))
+    {
+      g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "config.json has a \"linux\" member that is not an object");
+      return NULL;
+    }
+  if (node == NULL)
+    json_object_set_object_member (config, "linux", json_object_new ());
+  linux_ = json_object_get_object_member (config, "linux");
+  node = json_object_get_member (linux_, "cgroupsPath");
+  if (node != NULL && !JSON_NODE_HOLDS_NULL (node) &&
+      (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING))
+    {
+      g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "config.json has a \"linux.cgroupsPath\" that is not a string");
+      return NULL;
+    }
+  if (node != NULL && JSON_NODE_HOLDS_VALUE (node) && *json_node_get_string (node) != '\0')
+    given = json_node_get_string (node);
+  else if (default_cgroups_path != NULL)
+    {
+      json_object_set_string_member (linux_, "cgroupsPath", default_cgroups_path);
+      given = default_cgroups_path;
+    }
+  if (cgroups_path != NULL)
+    *cgroups_path = g_strdup (given);
 
   generator = json_generator_new ();
   json_generator_set_root (generator, json_parser_get_root (parser));
@@ -766,7 +802,8 @@ shimwatch_wire_encode_create_request (const ShimwatchCreateParams *params)
       gsize length;
       const guint8 *data;
 
-      options_bytes = shimwatch_wire_encode_runc_options (params->runc_root);
+      options_bytes = shimwatch_wire_encode_runc_options (params->runc_root,
+                                                          params->systemd_cgroup);
       data = bytes_data (options_bytes, &length);
       options = google__protobuf__any__unpack (NULL, length, data);
       request.options = options;
@@ -1227,6 +1264,7 @@ shimwatch_record_free (ShimwatchRecord *record)
   g_free (record->address);
   g_free (record->status);
   g_free (record->pending_signal);
+  g_free (record->cgroup_path);
   g_free (record);
 }
 
@@ -1259,6 +1297,7 @@ shimwatch_wire_encode_record (const ShimwatchRecord *record)
   INT ("task_start_time", record->task_start_time);
   INT ("created_at", record->created_at);
   STRING ("status", record->status);
+  STRING ("cgroup_path", record->cgroup_path);
   BOOL ("exit_known", record->exit_known);
   INT ("exit_pid", record->exit.pid);
   INT ("exit_status", record->exit.exit_status);
@@ -1407,6 +1446,16 @@ shimwatch_wire_decode_record (const char  *data,
       if (json_node_get_string (node)[0] != '\0')
         record->pending_signal = g_strdup (json_node_get_string (node));
       record->pending_sent = json_node_get_int (sent) == 1;
+    }
+
+  /* optional: records written before tasks had cgroups of their own have none */
+  node = json_object_get_member (object, "cgroup_path");
+  if (node != NULL)
+    {
+      if (!record_member (object, "cgroup_path", G_TYPE_STRING, &node, error))
+        return NULL;
+      if (json_node_get_string (node)[0] != '\0')
+        record->cgroup_path = g_strdup (json_node_get_string (node));
     }
 
   /* what names files and processes must be as safe as what a D-Bus caller may send */

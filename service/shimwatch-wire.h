@@ -116,8 +116,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchBootstrap, shimwatch_bootstrap_free)
 ShimwatchBootstrap *shimwatch_wire_parse_start_output (GBytes             *output,
                                                        GError            **error);
 
-/* google.protobuf.Any{containerd.runc.v1.Options{root}}: start's stdin, Create's options */
-GBytes *shimwatch_wire_encode_runc_options (const char *runc_root);
+/* google.protobuf.Any{containerd.runc.v1.Options{root, systemd_cgroup}}: start's stdin,
+ * Create's options */
+GBytes *shimwatch_wire_encode_runc_options (const char *runc_root,
+                                            gboolean    systemd_cgroup);
 
 /* JSON from others (a bundle's config.json, a task record, a shim's start output) may
  * nest arrays and objects at most this deep; deeper input is refused before parsing */
@@ -136,10 +138,14 @@ char   *shimwatch_wire_oci_config_root_path (const char  *contents,
                                              GError     **error);
 
 /* Copy of an OCI config.json whose root.path is made absolute against bundle_dir, so the
- * rootfs stays referenced (not copied) from a task directory elsewhere. */
+ * rootfs stays referenced (not copied) from a task directory elsewhere, and whose
+ * linux.cgroupsPath is default_cgroups_path when the bundle names none. *cgroups_path
+ * (if not NULL) gets the cgroupsPath the task will have, NULL if none. */
 GBytes *shimwatch_wire_rewrite_oci_config (const char  *contents,
                                            gsize        length,
                                            const char  *bundle_dir,
+                                           const char  *default_cgroups_path,
+                                           char       **cgroups_path,
                                            GError     **error);
 
 /* Task API (containerd.task.v2 / v3: same messages) */
@@ -185,6 +191,7 @@ typedef struct {
   const char *stderr_path;
   gboolean    terminal;
   const char *runc_root;
+  gboolean    systemd_cgroup;   /* runc --systemd-cgroup (Options.systemd_cgroup) */
 } ShimwatchCreateParams;
 
 GBytes  *shimwatch_wire_encode_connect_request    (const char               *id);
@@ -285,6 +292,9 @@ typedef struct {
    * place, right before the signal is written to the bus (shimwatch-records.h). */
   char         *pending_signal;
   gboolean      pending_sent;
+  /* the task's own cgroup below every hierarchy's root ("/shimwatch/<ns>/<id>"), NULL when
+   * the record is older than per-task cgroups */
+  char         *cgroup_path;
 } ShimwatchRecord;
 
 void             shimwatch_record_free          (ShimwatchRecord  *record);

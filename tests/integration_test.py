@@ -36,6 +36,8 @@ TEST_SHIM = os.environ.get("SHIMWATCH_TEST_SHIM")
 SOURCE_DIR = os.environ.get("SHIMWATCH_SOURCE_DIR",
                             os.path.join(os.path.dirname(__file__), ".."))
 WRAPPER = os.environ.get("SHIMWATCH_TEST_WRAPPER", "")
+# under systemd every task is a transient scope (runc's systemd cgroup driver)
+UNDER_SYSTEMD = os.path.isdir("/run/systemd/system")
 
 
 def skip_reason():
@@ -107,6 +109,67 @@ def pump(seconds):
         while context.pending():
             context.iteration(False)
         time.sleep(0.005)
+
+
+def cgroup_mounts():
+    """Every cgroup hierarchy's mount point (v1 controllers, name=systemd, cgroup2)."""
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            fstype = fields[fields.index("-") + 1]
+            if fstype in ("cgroup", "cgroup2") and fields[4].startswith("/sys/fs/cgroup"):
+                mounts.append(fields[4])
+    return mounts
+
+
+def cgroup_dirs(path):
+    return [os.path.join(m, path.lstrip("/")) for m in cgroup_mounts()]
+
+
+def cgroup_pids(path):
+    """The processes in a cgroup and below, from the first hierarchy that has it."""
+    for directory in cgroup_dirs(path):
+        if os.path.isdir(directory):
+            pids = set()
+            for dirpath, _, _ in os.walk(directory):
+                try:
+                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                        pids.update(int(p) for p in f.read().split())
+                except OSError:
+                    pass
+            return pids
+    return set()
+
+
+def own_cgroup_of(pid):
+    """The cgroup2 (or else first) path of a process, as /proc/PID/cgroup shows it."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        if line.startswith("0::"):
+            return line[3:]
+    return lines[0].split(":", 2)[2]
+
+
+def remove_empty_cgroups(path):
+    """rmdir the cgroups below path and path itself, deepest first, where empty."""
+    for directory in cgroup_dirs(path):
+        for dirpath, _, _ in sorted(os.walk(directory), key=lambda e: -len(e[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+def remove_cgroup_tree(path):
+    """Test clean-up: rmdir a cgroup (children first) in every hierarchy."""
+    for directory in cgroup_dirs(path):
+        for dirpath, _, _ in sorted(os.walk(directory), key=lambda e: -len(e[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
 
 
 class Signals:
@@ -194,6 +257,10 @@ class ShimwatchTestCase(unittest.TestCase):
         with open(os.path.join(self.dir, "guard.sockets"), "a") as f:
             f.write("".join(s + "\n" for s in getattr(self, "sockets", [])))
         finish_cleanup_guard(self.guard)
+        # runc removed the tasks' own cgroups with their containers; the service's
+        # /shimwatch/<namespace> parents go once empty (the service removes them itself
+        # when its last task ends, but a test may end with tasks still running)
+        remove_empty_cgroups("/shimwatch")
 
     # -- the service -------------------------------------------------------------------
 
@@ -491,6 +558,213 @@ class NormalPathTests(ShimwatchTestCase):
         self.assertEqual([e for e in self.signals.log if e[0] in ("TaskExit", "TaskDelete")], [])
 
 
+class CgroupTests(ShimwatchTestCase):
+    """Every task in a cgroup of its own (issue: tasks of two namespaces shared one)."""
+
+    def test_namespaces_get_cgroups_of_their_own(self):
+        paths = {ns: self.create_task(ns, "t01") for ns in ("default", "another-ns")}
+        cgroups = {ns: self.prop(p, "CgroupPath") for ns, p in paths.items()}
+        pids = {ns: self.prop(p, "TaskPid") for ns, p in paths.items()}
+        socks = {ns: self.socket_of(p) for ns, p in paths.items()}
+        self.assertNotEqual(cgroups["default"], cgroups["another-ns"])
+        for ns in paths:
+            self.assertTrue(cgroups[ns].endswith(f"/{ns}/t01") or
+                            cgroups[ns].endswith(f"-{ns.replace('-', chr(92) + 'x2d')}-t01.scope"),
+                            cgroups[ns])
+            if not UNDER_SYSTEMD:
+                self.assertEqual(cgroups[ns], f"/shimwatch/{ns}/t01")
+            self.assertEqual(own_cgroup_of(pids[ns]), cgroups[ns])
+            for directory in cgroup_dirs(cgroups[ns]):
+                self.assertTrue(os.path.isdir(directory), directory)
+            self.assertIn(pids[ns], cgroup_pids(cgroups[ns]))
+
+        # Kill(all) reaches the task's own cgroup, and nothing of the other namespace
+        self.call(paths["default"], SHIM, "Kill", "(ub)", (9, True))
+        wait_until(lambda: self.signals.named("TaskExit", namespace="default"), 5, "TaskExit")
+        pump(0.5)
+        self.assertFalse(process_dead(pids["another-ns"]))
+        self.assertEqual(self.prop(paths["another-ns"], "Status"), "running")
+        self.assertEqual(self.signals.named("TaskExit", namespace="another-ns"), [])
+
+        # cleanup removes the cgroup from every hierarchy: a normal Delete, and a dead shim
+        self.call(paths["default"], SHIM, "Delete")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths["default"]), 10,
+                   "default/t01 to be removed")
+        for directory in cgroup_dirs(cgroups["default"]):
+            self.assertFalse(os.path.exists(directory), directory)
+        os.kill(self.prop(paths["another-ns"], "ShimPid"), signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths["another-ns"]), 10,
+                   "another-ns/t01 to be removed")
+        self.assert_nothing_left("another-ns", "t01", socks["another-ns"], pids["another-ns"])
+        for ns in paths:
+            for directory in cgroup_dirs(cgroups[ns]):
+                self.assertFalse(os.path.exists(directory), directory)
+        if not UNDER_SYSTEMD:
+            # the service's namespace parent goes with its last task
+            for directory in cgroup_dirs("/shimwatch/another-ns"):
+                self.assertFalse(os.path.exists(directory), directory)
+
+    def test_cgroup_path_survives_a_restart(self):
+        path = self.create_task("default", "kept")
+        cgroup = self.prop(path, "CgroupPath")
+        self.stop_daemon()
+        self.start_daemon()
+        wait_until(lambda: self.call(MANAGER_PATH, MANAGER, "ListShims") == ([path],), 15,
+                   "the task to be taken over again")
+        self.assertEqual(self.prop(path, "CgroupPath"), cgroup)
+        # the restarted service still refuses a second task in it
+        shared = self.make_bundle("again", ["sleep", "100000"])
+        self.set_cgroups_path(shared, "system.slice:shimwatch:default-kept" if UNDER_SYSTEMD
+                              else cgroup)
+        self.assert_dbus_error("AlreadyExists", self.create_task, "other", "kept", shared)
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   ("default", "kept", {})), (137,))
+        for directory in cgroup_dirs(cgroup):
+            self.assertFalse(os.path.exists(directory), directory)
+
+    @staticmethod
+    def set_cgroups_path(bundle, cgroups_path, drop_pid_namespace=False):
+        import json
+        config = os.path.join(bundle, "config.json")
+        with open(config) as f:
+            spec = json.load(f)
+        if cgroups_path is not None:
+            spec["linux"]["cgroupsPath"] = cgroups_path
+        if drop_pid_namespace:
+            spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"]
+                                           if n["type"] != "pid"]
+        with open(config, "w") as f:
+            json.dump(spec, f)
+
+    def test_shared_cgroup_is_refused_before_anything_starts(self):
+        if UNDER_SYSTEMD:       # runc's systemd driver: a scope the bundle names
+            runc_path = f"system.slice:swtest:{os.getpid()}"
+            mine = f"/system.slice/swtest-{os.getpid()}.scope"
+        else:
+            runc_path = mine = f"/swtest-{os.getpid()}/shared"
+            self.addCleanup(remove_cgroup_tree, os.path.dirname(mine))
+        bundle = self.make_bundle("shared", ["sleep", "100000"])
+        self.set_cgroups_path(bundle, runc_path)
+        path = self.create_task("one", "t1", bundle)
+        self.assertEqual(self.prop(path, "CgroupPath"), mine)
+        self.assertEqual(own_cgroup_of(self.prop(path, "TaskPid")), mine)
+
+        nested = self.make_bundle("nested", ["sleep", "100000"])
+        self.set_cgroups_path(nested, mine + "/inner")
+        relative = self.make_bundle("relative", ["sleep", "100000"])
+        self.set_cgroups_path(relative, "relative/t")
+        before = set(self.processes_under(self.runtime_dir))
+        cases = [("AlreadyExists", "two", "t2", bundle), ("AlreadyExists", "one", "t1", bundle),
+                 ("InvalidArgument", "two", "t4", relative)]
+        if not UNDER_SYSTEMD:   # scopes do not nest
+            cases.append(("AlreadyExists", "two", "t3", nested))
+        for name, ns, task_id, b in cases:
+            error = self.assert_dbus_error(name, self.create_task, ns, task_id, b)
+            print(f"# {ns}/{task_id}: {error.message}")
+            if task_id != "t1":
+                self.assertFalse(os.path.exists(self.task_dir(ns, task_id)))
+        self.assertIn(mine, self.assert_dbus_error("AlreadyExists", self.create_task, "two", "t2",
+                                                   bundle).message)
+        self.assertEqual(set(self.processes_under(self.runtime_dir)), before)
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([path],))
+        self.assertFalse(os.path.exists(os.path.join(self.runtime_dir, "tasks", "two")))
+        pump(0.2)
+        self.assertEqual([e[0] for e in self.signals.log if e[0] in ("TaskCreate", "TaskExit")
+                          and e[2][1] == "two"], [])
+
+        # once the first task is gone, the cgroup is free again
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   ("one", "t1", {})), (137,))
+        for directory in cgroup_dirs(mine):
+            self.assertFalse(os.path.exists(directory), directory)
+        path = self.create_task("two", "t2", bundle)
+        self.assertEqual(self.prop(path, "CgroupPath"), mine)
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                                   ("two", "t2", {})), (137,))
+        for directory in cgroup_dirs(mine):
+            self.assertFalse(os.path.exists(directory), directory)
+
+    def test_shim_death_kills_the_task_from_its_cgroup_only(self):
+        """No PID namespace: the init's children outlive it unless the cgroup is killed.
+        At TaskExit every process of the task is dead; a process that merely works in the
+        task directory is none of the task's and lives on (no scan of all processes)."""
+        bundle = self.make_bundle("forks", ["sh", "-c", "sleep 1000 & sleep 1000 & wait"])
+        self.set_cgroups_path(bundle, None, drop_pid_namespace=True)
+        path = self.create_task("default", "forks", bundle)
+        cgroup = self.prop(path, "CgroupPath")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        wait_until(lambda: len(cgroup_pids(cgroup)) >= 3, 5, "sh and its two sleeps")
+        members = cgroup_pids(cgroup)
+        self.assertIn(task_pid, members)
+        bystander = subprocess.Popen(["sleep", "1000"], cwd=self.task_dir("default", "forks"))
+        self.addCleanup(lambda: (bystander.kill(), bystander.wait()))
+
+        at_exit = {}
+
+        def on_signal(connection, sender, spath, interface, member, parameters):
+            if member == "TaskExit" and parameters.unpack()[0] == path:
+                at_exit.update({pid: process_dead(pid) for pid in members})
+        sub = self.bus.signal_subscribe(BUS_NAME, MANAGER, "TaskExit", MANAGER_PATH, None,
+                                        Gio.DBusSignalFlags.NONE, on_signal)
+        self.addCleanup(self.bus.signal_unsubscribe, sub)
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the object to be removed")
+        self.assert_crash_sequence("default", "forks", path, shim_pid, task_pid, 137)
+        self.assertEqual(at_exit, {pid: True for pid in members},
+                         "processes of the task still ran at TaskExit")
+        self.assert_nothing_left("default", "forks", sock, task_pid)
+        self.assertEqual(cgroup_pids(cgroup), set())
+        for directory in cgroup_dirs(cgroup):
+            self.assertFalse(os.path.exists(directory), directory)
+        self.assertIsNone(bystander.poll(), "a process outside the task was killed")
+
+
+class RuncV1Tests(ShimwatchTestCase):
+    """io.containerd.runc.v1, which Debian ships next to v2: the same guarantees."""
+
+    RUNTIME = {"runtime": GLib.Variant("s", "io.containerd.runc.v1")}
+
+    def setUp(self):
+        if not any(os.access(os.path.join(d, "containerd-shim-runc-v1"), os.X_OK)
+                   for d in ("/usr/bin", "/usr/sbin")):
+            self.skipTest("containerd-shim-runc-v1 is not installed")
+        super().setUp()
+
+    def test_v1_kill_then_delete_leaves_nothing(self):
+        path = self.create_task("default", "v1normal", options=self.RUNTIME)
+        shim_pid = self.prop(path, "ShimPid")
+        task_pid = self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.signals.named("TaskExit", id="v1normal"), 5, "TaskExit")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 2, "Status stopped")
+        self.assertEqual(self.call(path, SHIM, "Delete")[0], 137)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the object to be removed")
+        events = [e[0] for e in self.signals.for_task("default", "v1normal", path)]
+        self.assertEqual(events, ["TaskCreate", "TaskStart", "TaskExit", "TaskDelete",
+                                  "InterfacesRemoved"])
+        wait_until(lambda: process_dead(shim_pid), 10, "the shim to exit")
+        self.assert_nothing_left("default", "v1normal", sock, task_pid)
+        self.assertEqual(self.prop(MANAGER_PATH, "CleanupFailureCount", MANAGER), 0)
+        self.assertEqual(os.listdir(os.path.join(self.runtime_dir, "tasks")), [])
+
+    def test_v1_shim_sigkill_cleans_up(self):
+        path = self.create_task("default", "v1crash", options=self.RUNTIME)
+        shim_pid = self.prop(path, "ShimPid")
+        task_pid = self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the object to be removed")
+        self.assert_crash_sequence("default", "v1crash", path, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "v1crash", sock, task_pid)
+        self.assertEqual(self.prop(MANAGER_PATH, "CleanupFailureCount", MANAGER), 0)
+        self.assertEqual(os.listdir(os.path.join(self.runtime_dir, "tasks")), [])
+
+
 class FaultTests(ShimwatchTestCase):
     def test_delete_hangs_task_killed(self):
         """delete hangs past the timeout; the task (killed through its pidfd) is removed."""
@@ -528,6 +802,13 @@ class FaultTests(ShimwatchTestCase):
         self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
         # the container may still run, so what delete needs stays for a later Reap
         self.assertTrue(os.path.isdir(self.task_dir("faults", "blind")))
+        # a Reap whose cleanup cannot finish says so, and keeps the state for another try
+        error = self.assert_dbus_error("ShimFailed", self.call, MANAGER_PATH, MANAGER, "Reap",
+                                       "(ssa{sv})", ("faults", "blind",
+                                                     {"timeout": GLib.Variant("u", 1)}))
+        self.assertIn("stays", error.message)
+        self.assertTrue(os.path.isdir(self.task_dir("faults", "blind")))
+        self.assertEqual(self.prop(MANAGER_PATH, "CleanupFailureCount", MANAGER), 2)
 
     def test_failed_create_leaves_nothing(self):
         for mode, expected in (("fail-start", "ShimFailed"), ("hang-connect", "ShimFailed"),

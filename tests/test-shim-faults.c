@@ -109,7 +109,7 @@ prepare (Fixture    *fx,
   g_autoptr(ShimwatchBundle) bundle = NULL;
 
   g_assert_true (g_file_set_contents (config_path, config, -1, NULL));
-  bundle = shimwatch_bundle_open (fx->bundle, NULL, &error);
+  bundle = shimwatch_bundle_open (fx->bundle, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                       fx->shim_binary, &error));
@@ -287,11 +287,11 @@ test_bad_bundles (Fixture       *fx,
   g_mkdir (no_config, 0755);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
-      g_assert_null (shimwatch_bundle_open (bad[i], NULL, &error));
+      g_assert_null (shimwatch_bundle_open (bad[i], NULL, NULL, &error));
       g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
       g_clear_error (&error);
     }
-  g_assert_null (shimwatch_bundle_open (no_config, NULL, &error));
+  g_assert_null (shimwatch_bundle_open (no_config, NULL, NULL, &error));
   g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   /* nothing was created for any of them */
@@ -299,7 +299,7 @@ test_bad_bundles (Fixture       *fx,
 
   /* a second task with the same directory is refused, the first one untouched */
   prepare (fx, "normal");
-  bundle = shimwatch_bundle_open (fx->bundle, NULL, &error);
+  bundle = shimwatch_bundle_open (fx->bundle, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_false (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                        fx->shim_binary, &error));

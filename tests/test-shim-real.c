@@ -150,7 +150,7 @@ start_task (Fixture *fx)
   fx->shim_binary = shimwatch_launcher_resolve_runtime (fx->launcher, "io.containerd.runc.v2",
                                                         &error);
   g_assert_no_error (error);
-  bundle = shimwatch_bundle_open (fx->bundle, NULL, &error);
+  bundle = shimwatch_bundle_open (fx->bundle, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_true (shimwatch_launcher_prepare_task_dir (fx->launcher, fx->task_dir, bundle->config,
                                                       fx->shim_binary, &error));

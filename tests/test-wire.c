@@ -1125,20 +1125,60 @@ test_oci_config_rewrite (void)
   const char *config = "{\"ociVersion\":\"1.0.2\",\"process\":{\"args\":[\"sleep\"]},"
                        "\"root\":{\"path\":\"rootfs\"}}";
   const char *bad[] = { "", "[]", "{\"root\":{\"path\":\"r\"}}", "{\"process\":{}}",
-                        "{\"process\":{},\"root\":{\"path\":5}}", "{\"process\":{},\"root\":{\"path\":\"\"}}" };
+                        "{\"process\":{},\"root\":{\"path\":5}}", "{\"process\":{},\"root\":{\"path\":\"\"}}",
+                        "{\"process\":{},\"root\":{\"path\":\"r\"},\"linux\":[]}",
+                        "{\"process\":{},\"root\":{\"path\":\"r\"},\"linux\":{\"cgroupsPath\":7}}" };
+  const char *with_cgroup = "{\"process\":{},\"root\":{\"path\":\"/r\"},"
+                            "\"linux\":{\"cgroupsPath\":\"/mine/t\",\"namespaces\":[]}}";
+  const char *empty_cgroup = "{\"process\":{},\"root\":{\"path\":\"/r\"},"
+                             "\"linux\":{\"cgroupsPath\":\"\"}}";
   g_autoptr(GBytes) out = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *text = NULL;
+  g_autofree char *cgroup = NULL;
 
-  out = shimwatch_wire_rewrite_oci_config (config, strlen (config), "/srv/bundles/web1", &error);
+  /* no linux.cgroupsPath: the default goes in, and is reported */
+  out = shimwatch_wire_rewrite_oci_config (config, strlen (config), "/srv/bundles/web1",
+                                           "/shimwatch/default/web1", &cgroup, &error);
   g_assert_no_error (error);
   text = g_strndup (g_bytes_get_data (out, NULL), g_bytes_get_size (out));
   g_assert_nonnull (strstr (text, "\"/srv/bundles/web1/rootfs\""));
   g_assert_nonnull (strstr (text, "\"ociVersion\""));
+  g_assert_nonnull (strstr (text, "\"cgroupsPath\":\"/shimwatch/default/web1\""));
+  g_assert_cmpstr (cgroup, ==, "/shimwatch/default/web1");
+  g_clear_pointer (&out, g_bytes_unref);
+  g_clear_pointer (&text, g_free);
+  g_clear_pointer (&cgroup, g_free);
+
+  /* the bundle's own stays, the rest of "linux" too */
+  out = shimwatch_wire_rewrite_oci_config (with_cgroup, strlen (with_cgroup), "/b",
+                                           "/shimwatch/default/t", &cgroup, &error);
+  g_assert_no_error (error);
+  text = g_strndup (g_bytes_get_data (out, NULL), g_bytes_get_size (out));
+  g_assert_cmpstr (cgroup, ==, "/mine/t");
+  g_assert_nonnull (strstr (text, "\"cgroupsPath\":\"/mine/t\""));
+  g_assert_nonnull (strstr (text, "\"namespaces\""));
+  g_clear_pointer (&out, g_bytes_unref);
+  g_clear_pointer (&text, g_free);
+  g_clear_pointer (&cgroup, g_free);
+
+  /* an empty one is none; without a default nothing is added */
+  out = shimwatch_wire_rewrite_oci_config (empty_cgroup, strlen (empty_cgroup), "/b",
+                                           "/shimwatch/x/y", &cgroup, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (cgroup, ==, "/shimwatch/x/y");
+  g_clear_pointer (&out, g_bytes_unref);
+  g_clear_pointer (&cgroup, g_free);
+  out = shimwatch_wire_rewrite_oci_config (config, strlen (config), "/b", NULL, &cgroup, &error);
+  g_assert_no_error (error);
+  g_assert_null (cgroup);
+  text = g_strndup (g_bytes_get_data (out, NULL), g_bytes_get_size (out));
+  g_assert_null (strstr (text, "cgroupsPath"));
+
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_autoptr(GBytes) none = shimwatch_wire_rewrite_oci_config (bad[i], strlen (bad[i]), "/b",
-                                                                  &error);
+                                                                  "/d", NULL, &error);
       g_assert_null (none);
       g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
       g_clear_error (&error);
@@ -1185,7 +1225,8 @@ test_json_depth (void)
   g_assert_true (shimwatch_wire_json_check_depth (in_strings, strlen (in_strings), 2, &error));
   g_assert_no_error (error);
 
-  g_assert_null (shimwatch_wire_rewrite_oci_config (config, strlen (config), "/b", &error));
+  g_assert_null (shimwatch_wire_rewrite_oci_config (config, strlen (config), "/b", NULL, NULL,
+                                                    &error));
   g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
   g_assert_nonnull (strstr (error->message, "deeper than"));
   g_clear_error (&error);
@@ -1209,7 +1250,7 @@ test_json_errors_quote_nothing (void)
     {
       g_autoptr(GError) error = NULL;
       g_autoptr(GBytes) out = shimwatch_wire_rewrite_oci_config (inputs[i], strlen (inputs[i]),
-                                                                 "/b", &error);
+                                                                 "/b", NULL, NULL, &error);
 
       g_assert_null (out);
       g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);

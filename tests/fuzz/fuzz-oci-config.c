@@ -24,10 +24,14 @@ LLVMFuzzerTestOneInput (const uint8_t *data,
                         size_t         size)
 {
   g_autoptr(GError) error = NULL;
+  g_autofree char *cgroups_path = NULL;
   g_autoptr(GBytes) rewritten = shimwatch_wire_rewrite_oci_config ((const char *) data, size,
-                                                                  "/run/bundles/b1", &error);
+                                                                  "/run/bundles/b1",
+                                                                  "/shimwatch/default/b1",
+                                                                  &cgroups_path, &error);
   g_autoptr(JsonParser) parser = NULL;
   JsonObject *root;
+  JsonObject *linux_;
   gsize length;
   const char *text;
 
@@ -42,5 +46,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data,
                                         "root");
   if (root != NULL && json_object_has_member (root, "path"))
     g_assert_true (g_path_is_absolute (json_object_get_string_member (root, "path")));
+  /* every task in a cgroup: the bundle's own, or the default, and the one reported */
+  linux_ = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
+                                          "linux");
+  g_assert_nonnull (linux_);
+  g_assert_nonnull (cgroups_path);
+  g_assert_cmpstr (json_object_get_string_member (linux_, "cgroupsPath"), ==, cgroups_path);
   return 0;
 }
