@@ -162,16 +162,6 @@ def remove_empty_cgroups(path):
                 pass
 
 
-def remove_cgroup_tree(path):
-    """Test clean-up: rmdir a cgroup (children first) in every hierarchy."""
-    for directory in cgroup_dirs(path):
-        for dirpath, _, _ in sorted(os.walk(directory), key=lambda e: -len(e[0])):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-
-
 class Signals:
     """Every signal the service emits, in order, with the time it arrived."""
 
@@ -642,7 +632,7 @@ class CgroupTests(ShimwatchTestCase):
             mine = f"/system.slice/swtest-{os.getpid()}.scope"
         else:
             runc_path = mine = f"/swtest-{os.getpid()}/shared"
-            self.addCleanup(remove_cgroup_tree, os.path.dirname(mine))
+            self.addCleanup(remove_empty_cgroups, os.path.dirname(mine))
         bundle = self.make_bundle("shared", ["sleep", "100000"])
         self.set_cgroups_path(bundle, runc_path)
         path = self.create_task("one", "t1", bundle)
