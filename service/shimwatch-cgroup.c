@@ -156,9 +156,10 @@ detect_mounts (void)
   return g_strv_builder_end (builder);
 }
 
-/* the cgroup systemd tracks us in: cgroup2's "0::" line, or name=systemd on cgroup v1 */
+/* the cgroup systemd tracks us in: cgroup2's "0::" line where cgroup2 is mounted, else
+ * name=systemd's (the kernel shows a "0::" line even where no cgroup2 is mounted) */
 static char *
-detect_own_cgroup (void)
+detect_own_cgroup (gboolean unified)
 {
   g_autofree char *contents = NULL;
   g_auto(GStrv) lines = NULL;
@@ -169,7 +170,7 @@ detect_own_cgroup (void)
   lines = g_strsplit (contents, "\n", -1);
   for (guint i = 0; lines[i] != NULL; i++)
     {
-      if (g_str_has_prefix (lines[i], "0::"))
+      if (unified && g_str_has_prefix (lines[i], "0::"))
         {
           g_free (named);
           return g_strdup (lines[i] + 3);
@@ -205,7 +206,7 @@ shimwatch_cgroup_host_detect (void)
   /* systemd runs, and we run in one of its units: give each task a scope of its own */
   systemd = g_file_test ("/run/systemd/system", G_FILE_TEST_IS_DIR);
   if (systemd)
-    own = detect_own_cgroup ();
+    own = detect_own_cgroup (unified_mount != NULL);
   return shimwatch_cgroup_host_new (layout, (const char * const *) mounts, unified_mount,
                                     own, systemd && own != NULL
                                                ? SHIMWATCH_CGROUP_DRIVER_SYSTEMD

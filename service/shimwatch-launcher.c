@@ -162,6 +162,11 @@ shim_process_launcher (ShimwatchLauncher *self,
   g_subprocess_launcher_setenv (launcher, "GRPC_ADDRESS", self->shim_address, TRUE);
   g_subprocess_launcher_setenv (launcher, "NAMESPACE", namespace_, TRUE);
   g_subprocess_launcher_setenv (launcher, "MAX_SHIM_VERSION", "2", TRUE);
+  /* runc's systemd cgroup driver asks systemd for each task's scope on the machine's
+   * system bus; a bus the service itself was pointed at (a private one in the tests) is
+   * not where systemd is */
+  if (self->systemd_cgroup)
+    g_subprocess_launcher_unsetenv (launcher, "DBUS_SYSTEM_BUS_ADDRESS");
   return launcher;
 }
 

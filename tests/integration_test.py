@@ -143,12 +143,17 @@ def cgroup_pids(path):
 
 
 def own_cgroup_of(pid):
-    """The cgroup2 (or else first) path of a process, as /proc/PID/cgroup shows it."""
+    """The cgroup of a process, as /proc/PID/cgroup shows it: cgroup2's where it is
+    mounted, else the name=systemd hierarchy's, else the first."""
     with open(f"/proc/{pid}/cgroup") as f:
         lines = f.read().splitlines()
-    for line in lines:
-        if line.startswith("0::"):
-            return line[3:]
+    unified = any(m.endswith("/unified") or m == "/sys/fs/cgroup" for m in cgroup_mounts())
+    for prefix in (("0::",) if unified else ()) + tuple(
+            line[:line.index(":name=systemd:") + len(":name=systemd:")]
+            for line in lines if ":name=systemd:" in line):
+        for line in lines:
+            if line.startswith(prefix):
+                return line[len(prefix):]
     return lines[0].split(":", 2)[2]
 
 

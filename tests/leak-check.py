@@ -188,8 +188,22 @@ def new_processes(before, new_cgroups, marker):
     return sorted(ours)
 
 
+# Under systemd, once one unit of a slice asks for a controller (runc's task scopes ask for
+# CPU and IO accounting), systemd realizes it for the slice and its other units too: those
+# cgroups are systemd's own, not the suite's. A task's scope still counts.
+SYSTEMD_UNIT = re.compile(r"^.+\.(slice|service|scope|mount|socket|swap)$")
+SUITE_SCOPE = re.compile(r"^(shimwatch|swtest)-.+\.scope$")
+
+
+def realized_by_systemd(cgroup):
+    parts = cgroup.split(":", 1)[1].strip("/").split("/")
+    return (os.path.isdir("/run/systemd/system") and
+            all(SYSTEMD_UNIT.match(p) for p in parts) and
+            not any(SUITE_SCOPE.match(p) for p in parts))
+
+
 def leftovers(state, marker):
-    cg = sorted(cgroups() - set(state["cgroups"]))
+    cg = sorted(c for c in cgroups() - set(state["cgroups"]) if not realized_by_systemd(c))
     tmp = sorted(tmp_entries() - set(state["tmp"]))
     containers = runc_containers(tmp)
     return {
