@@ -254,9 +254,9 @@ ctl_valid_identifier (const char *name)
 }
 
 gboolean
-ctl_parse_task (const char  *arg,
-                char       **out_namespace,
-                char       **out_id)
+ctl_parse_task (const char *arg,
+                char      **out_namespace,
+                char      **out_id)
 {
   const char *slash = strchr (arg, '/');
   g_autofree char *namespace_ = NULL;

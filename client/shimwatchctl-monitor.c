@@ -19,17 +19,18 @@ static const struct {
 } signal_args[] = {
   { "ShimDisconnected", { "shim", "namespace", "id", "shim_pid" } },
   { "TaskExit", { "shim", "namespace", "container_id", "id", "pid", "exit_status", "exited_at" } },
-  { "TaskDelete", { "shim", "namespace", "container_id", "id", "pid", "exit_status", "exited_at" } },
+  { "TaskDelete",
+    { "shim", "namespace", "container_id", "id", "pid", "exit_status", "exited_at" } },
   { "TaskCreate", { "shim", "namespace", "container_id", "bundle", "pid" } },
   { "TaskStart", { "shim", "namespace", "container_id", "pid" } },
   { "TaskOOM", { "shim", "namespace", "container_id" } },
 };
 
 typedef struct {
-  Ctl        *ctl;
-  GMainLoop  *loop;
-  char       *only;          /* "namespace/id" or NULL */
-  int         exit_code;
+  Ctl       *ctl;
+  GMainLoop *loop;
+  char      *only;           /* "namespace/id" or NULL */
+  int        exit_code;
 } Monitor;
 
 static const char * const *

@@ -157,12 +157,12 @@ ctl_print_field (const char *label,
 /* --- tables -------------------------------------------------------------------------- */
 
 typedef struct {
-  char     *title;
-  int       priority;       /* lower numbers go first when the terminal is narrow */
-  gboolean  can_shrink;
-  gboolean  right_align;
-  guint     width;
-  gboolean  shown;
+  char    *title;
+  int      priority;        /* lower numbers go first when the terminal is narrow */
+  gboolean can_shrink;
+  gboolean right_align;
+  guint    width;
+  gboolean shown;
 } Column;
 
 struct _CtlTable {

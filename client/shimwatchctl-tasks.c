@@ -131,9 +131,9 @@ lookup_uint (GVariant   *properties,
 }
 
 static GVariant *
-get_all_properties (Ctl         *ctl,
-                    const char  *path,
-                    GError     **error)
+get_all_properties (Ctl        *ctl,
+                    const char *path,
+                    GError    **error)
 {
   g_autoptr(GVariant) reply = NULL;
   GVariant *properties;
@@ -487,7 +487,8 @@ ctl_cmd_status (Ctl   *ctl,
   {
     const char *sgr = ctl_status_color (ctl, status);
 
-    g_print ("%s●%s %s - %s%s%s\n", sgr != NULL ? sgr : "", sgr != NULL ? ctl_color (ctl, NULL) : "",
+    g_print ("%s●%s %s - %s%s%s\n", sgr != NULL ? sgr : "", sgr != NULL ? ctl_color (ctl,
+                                                                                     NULL) : "",
              task.name, sgr != NULL ? sgr : "", status, sgr != NULL ? ctl_color (ctl, NULL) : "");
   }
   ctl_print_field (_("Object"), task.path);
@@ -576,10 +577,10 @@ ctl_cmd_status (Ctl   *ctl,
 /* --- run ----------------------------------------------------------------------------- */
 
 static gboolean
-parse_labels (const CtlCommand  *command,
-              char             **labels,
-              GVariant         **out_labels,
-              int               *exit_code)
+parse_labels (const CtlCommand *command,
+              char            **labels,
+              GVariant        **out_labels,
+              int              *exit_code)
 {
   g_auto(GVariantBuilder) builder = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE ("a{ss}"));
 
@@ -763,7 +764,8 @@ ctl_cmd_stop (Ctl   *ctl,
     return ctl_usage_error (command, _("--timeout must not be negative"));
   if (!task_prepare (ctl, command, argv[1], TRUE, &task, &exit_code))
     return exit_code;
-  reply = ctl_call (ctl, task.path, CTL_SHIM_IFACE, "Stop", g_variant_new ("(u)", (guint32) timeout),
+  reply = ctl_call (ctl, task.path, CTL_SHIM_IFACE, "Stop", g_variant_new ("(u)",
+                                                                           (guint32) timeout),
                     "(u)", TRUE, NULL, &error);
   if (reply == NULL)
     return ctl_fail (ctl, error, "Stop", _("cannot stop %s"), task.name);

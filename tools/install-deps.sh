@@ -17,6 +17,8 @@ packages=(
   # shimwatchctl's bash completion test sources bash-completion's helpers; the docs are
   # rendered with xsltproc and docbook-xsl, the man pages checked with groff
   bash-completion groff-base xsltproc docbook-xsl docbook-xml
+  # the C layout check (tools/check-format.py, uncrustify.cfg)
+  uncrustify
 )
 
 missing=()
