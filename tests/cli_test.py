@@ -152,8 +152,18 @@ class ListAndStatusTests(CliTestCase):
             self.assertTrue(all(len(line) <= width for line in narrow), (width, narrow))
             self.assertEqual(narrow[0].split()[:3], ["NAMESPACE", "ID", "STATUS"])
             self.assertEqual(narrow[2].split()[:3], ["default", "web", "running"])
-        # no colour when stdout is not a terminal
+        # no colour when stdout is not a terminal; on a terminal the status is coloured,
+        # unless NO_COLOR says otherwise
         self.assertNotIn("\033[", self.ctl_ok("list", "-A") + self.ctl_ok("status", "web"))
+        on_tty = ["script", "-qec", f"{SHIMWATCHCTL} list -A", "/dev/null"]
+        env = dict(os.environ, TERM="xterm", LC_ALL="C.UTF-8")
+        coloured = subprocess.run(on_tty, capture_output=True, text=True, env=env, timeout=30)
+        self.assertIn("\033[32mrunning\033[0m", coloured.stdout)
+        self.assertIn("\033[1mNAMESPACE", coloured.stdout)
+        plain = subprocess.run(on_tty, capture_output=True, text=True, timeout=30,
+                               env=dict(env, NO_COLOR="1"))
+        self.assertIn("running", plain.stdout)
+        self.assertNotIn("\033[", plain.stdout)
 
         # status: every property, human and JSON; a bare id is in "default"
         human = self.ctl_ok("status", "default/web")
