@@ -187,6 +187,21 @@ log_busy (ShimwatchAuthority *self,
 
 /* -- polkit ----------------------------------------------------------------------------- */
 
+/* tests (-Dtest_hooks): SHIMWATCH_TEST_POLKIT_TIMEOUT_MS shortens the wait */
+static guint
+check_timeout_ms (void)
+{
+#ifdef SHIMWATCH_TEST_HOOKS
+  const char *text = g_getenv ("SHIMWATCH_TEST_POLKIT_TIMEOUT_MS");
+  guint64 value;
+
+  if (text != NULL && g_ascii_string_to_unsigned (text, 10, 1, CHECK_TIMEOUT_S * 1000, &value,
+                                                  NULL))
+    return (guint) value;
+#endif
+  return CHECK_TIMEOUT_S * 1000;
+}
+
 static void
 polkit_checked_cb (GObject      *source,
                    GAsyncResult *result,
@@ -211,7 +226,7 @@ polkit_checked_cb (GObject      *source,
       audit (data, "polkit did not answer in time");
       answer (task, g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
                                  "cannot check authorization for %s: polkit did not answer "
-                                 "within %u s", data->action_id, CHECK_TIMEOUT_S));
+                                 "within %.1f s", data->action_id, check_timeout_ms () / 1000.0));
     }
   else if (answered == NULL)
     {
@@ -259,7 +274,7 @@ check_with_polkit (ShimwatchAuthority *self,
   if (!data->interactive)
     {
       data->cancellable = g_cancellable_new ();
-      data->timeout = g_timeout_source_new_seconds (CHECK_TIMEOUT_S);
+      data->timeout = g_timeout_source_new (check_timeout_ms ());
       g_source_set_callback (data->timeout, check_timed_out_cb, data->cancellable, NULL);
       g_source_attach (data->timeout, NULL);
     }

@@ -82,6 +82,24 @@ class HangingPolkitTests(it.ShimwatchTestCase):
         calls = self.mock("GetMethodCalls", "(s)", ("CheckAuthorization",)).unpack()[0]
         self.assertEqual(calls[-1][1][3], 1)     # POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
 
+    def test_unanswered_check_gives_up(self):
+        """A check polkit never answers fails with Failed after the timeout (30 s; 1.5 s
+        here) instead of holding its place for good; later checks go through."""
+        self.stop_daemon()
+        self.start_daemon(SHIMWATCH_TEST_POLKIT_TIMEOUT_MS="1500")
+        self.mock("SimulateHang", "(b)", (True,))
+        started = time.monotonic()
+        error = self.assert_dbus_error("Failed", self.call, it.MANAGER_PATH, it.MANAGER,
+                                       "Reap", "(ssa{sv})", ("default", "nothing", {}))
+        waited = time.monotonic() - started
+        self.assertIn("polkit did not answer within 1.5 s", error.message)
+        self.assertGreaterEqual(waited, 1.4)
+        self.assertLess(waited, 20)
+        self.mock("SimulateHang", "(b)", (False,))
+        self.mock("ReleaseHangingCalls")
+        self.assert_dbus_error("NotFound", self.call, it.MANAGER_PATH, it.MANAGER, "Reap",
+                               "(ssa{sv})", ("default", "nothing", {}))
+
     def test_denied_by_polkit(self):
         path = self.create_task("default", "kept")
         self.mock("SetAllowed", "(as)", ([],))
