@@ -17,7 +17,8 @@
 
 static const char * const known_keys[] = {
   "RuntimeDirectory", "StateDirectory", "RuntimePath", "CleanupTimeout",
-  "CleanupConcurrency", "HealthInterval", NULL
+  "CleanupConcurrency", "HealthInterval", "TaskLogMaxSize", "TaskLogMaxFiles",
+  "TaskLogRetention", NULL
 };
 
 static void
@@ -49,6 +50,9 @@ shimwatch_config_new (void)
   config->cleanup_timeout_ms = 5000;      /* containerd's io.containerd.timeout.shim.cleanup */
   config->cleanup_concurrency = 8;
   config->health_interval_ms = 10000;
+  config->task_log_max_size = 1024 * 1024;
+  config->task_log_max_files = 5;
+  config->task_log_retention_s = 24 * 3600;
   return config;
 }
 
@@ -160,7 +164,8 @@ warn_unknown (GKeyFile   *file,
           else
             g_warning ("%s: unknown key %s in [%s] is ignored (known: RuntimeDirectory, "
                        "StateDirectory, RuntimePath, CleanupTimeout, CleanupConcurrency, "
-                       "HealthInterval)", path, keys[j], groups[i]);
+                       "HealthInterval, TaskLogMaxSize, TaskLogMaxFiles, TaskLogRetention)",
+                       path, keys[j], groups[i]);
         }
     }
 }
@@ -181,6 +186,9 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   gint64 concurrency = 0;
   gint64 health = -1;
   gsize length = 0;
+  gint64 log_size = 0;
+  gint64 log_files = 0;
+  gint64 log_retention = 0;
 
   /* never blocks: a FIFO (or a device) in its place is refused, not read */
   contents = shimwatch_read_regular_file_at (AT_FDCWD, path, CONFIG_FILE_MAX,
@@ -220,6 +228,9 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   READ (g_key_file_get_int64, timeout, "CleanupTimeout");
   READ (g_key_file_get_int64, concurrency, "CleanupConcurrency");
   READ (g_key_file_get_int64, health, "HealthInterval");
+  READ (g_key_file_get_int64, log_size, "TaskLogMaxSize");
+  READ (g_key_file_get_int64, log_files, "TaskLogMaxFiles");
+  READ (g_key_file_get_int64, log_retention, "TaskLogRetention");
 #undef READ
 
   if ((runtime_dir != NULL && !absolute_dir ("RuntimeDirectory", runtime_dir, error)) ||
@@ -277,6 +288,34 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
                    "%s: HealthInterval must be 0 (off) to 3600 seconds", path);
       return FALSE;
     }
+
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxSize", NULL) &&
+      (log_size < 65536 || log_size > G_GINT64_CONSTANT (1) << 30))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: TaskLogMaxSize must be 65536 to 1073741824 bytes", path);
+      return FALSE;
+    }
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxFiles", NULL) &&
+      (log_files < 2 || log_files > 64))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: TaskLogMaxFiles must be 2 to 64", path);
+      return FALSE;
+    }
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogRetention", NULL) &&
+      (log_retention < 0 || log_retention > 366 * 24 * 3600))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: TaskLogRetention must be 0 to 31622400 seconds (366 days)", path);
+      return FALSE;
+    }
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxSize", NULL))
+    config->task_log_max_size = (guint64) log_size;
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxFiles", NULL))
+    config->task_log_max_files = (guint) log_files;
+  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogRetention", NULL))
+    config->task_log_retention_s = (guint) log_retention;
 
   if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", NULL))
     config->health_interval_ms = (guint) health * 1000;

@@ -19,6 +19,9 @@ typedef struct {
   guint  cleanup_timeout_ms;
   guint  cleanup_concurrency;
   guint  health_interval_ms;   /* 0: no health checks */
+  guint64 task_log_max_size;   /* bytes per task log file */
+  guint  task_log_max_files;   /* the current file and the rotated ones */
+  guint  task_log_retention_s; /* a task log is kept this long after TaskDelete */
 } ShimwatchConfig;
 
 ShimwatchConfig *shimwatch_config_new       (void);
