@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchTaskLog: a task's output. The service makes the task's stdout/stderr FIFOs in
+ * its task directory, hands them to the shim, and drains them on the main loop whether
+ * or not anybody reads (non-blocking reads, a bounded amount per wake-up), so output
+ * never blocks the task. Each line goes, with its time and stream, into a size-capped,
+ * rotated file under the state directory:
+ *
+ *   <RFC 3339 time, UTC, microseconds> <stdout|stderr> <text>\n
+ *
+ * which is also what OpenLog readers get. Lines longer than SHIMWATCH_TASK_LOG_MAX_LINE
+ * bytes are split. ReadLog and OpenLog read the files in a worker thread from a snapshot
+ * taken on the main loop; a following reader then gets new lines as they are written,
+ * through a pipe of its own with a bounded buffer (SHIMWATCH_TASK_LOG_READER_BUFFER bytes
+ * beyond its backlog): a reader that falls further behind is disconnected (EOF).
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_TASK_LOG_MAX_LINE       16384
+#define SHIMWATCH_TASK_LOG_READER_BUFFER  (1024 * 1024)
+/* ReadLog answers at most this much text (the newest lines); OpenLog has no such limit */
+#define SHIMWATCH_TASK_LOG_READ_MAX       (8 * 1024 * 1024)
+#define SHIMWATCH_TASK_LOG_FILE           "output.log"
+#define SHIMWATCH_TASK_LOG_DELETED_MARK   "deleted"
+
+typedef enum {
+  SHIMWATCH_TASK_LOG_STDOUT = 1 << 0,
+  SHIMWATCH_TASK_LOG_STDERR = 1 << 1,
+} ShimwatchTaskLogStreams;
+
+typedef struct {
+  guint64 max_file_size;     /* bytes per file */
+  guint   max_files;         /* the current file and the rotated ones */
+} ShimwatchTaskLogLimits;
+
+#define SHIMWATCH_TYPE_TASK_LOG (shimwatch_task_log_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchTaskLog, shimwatch_task_log, SHIMWATCH, TASK_LOG, GObject)
+
+/* makes the FIFOs of `streams` in task_dir and starts draining them into log_dir */
+ShimwatchTaskLog *shimwatch_task_log_new         (const char                    *namespace_,
+                                                  const char                    *id,
+                                                  const char                    *task_dir,
+                                                  const char                    *log_dir,
+                                                  ShimwatchTaskLogStreams        streams,
+                                                  const ShimwatchTaskLogLimits  *limits,
+                                                  GError                       **error);
+/* after a restart of the service: drain again the FIFOs found in task_dir; NULL (and no
+ * error) when the task has none, i.e. its creator gave its own stdout/stderr */
+ShimwatchTaskLog *shimwatch_task_log_reopen      (const char                    *namespace_,
+                                                  const char                    *id,
+                                                  const char                    *task_dir,
+                                                  const char                    *log_dir,
+                                                  const ShimwatchTaskLogLimits  *limits,
+                                                  GError                       **error);
+/* the FIFO to hand to the shim for a stream, NULL if the service does not capture it */
+const char       *shimwatch_task_log_get_fifo    (ShimwatchTaskLog              *self,
+                                                  ShimwatchTaskLogStreams        stream);
+const char       *shimwatch_task_log_get_dir     (ShimwatchTaskLog              *self);
+
+/* the options of ReadLog (tail, since) and OpenLog (tail, follow; since as an
+ * extension); InvalidArgument for an unknown key or a wrong type */
+gboolean          shimwatch_task_log_parse_options (GVariant                    *options,
+                                                    gboolean                     open_log,
+                                                    guint                       *tail,
+                                                    gint64                      *since,
+                                                    gboolean                    *follow,
+                                                    GError                     **error);
+
+/* ReadLog: a(tss) of the last `tail` lines (0: all) at or after `since` (0: all) */
+void              shimwatch_task_log_read_async  (ShimwatchTaskLog              *self,
+                                                  guint                          tail,
+                                                  gint64                         since,
+                                                  GAsyncReadyCallback            callback,
+                                                  gpointer                       user_data);
+GVariant         *shimwatch_task_log_read_finish (ShimwatchTaskLog              *self,
+                                                  GAsyncResult                  *result,
+                                                  GError                       **error);
+
+/* OpenLog: the read end of a pipe that delivers the backlog, then (follow) new lines
+ * until the task is deleted, then EOF. The caller owns the returned fd. */
+int               shimwatch_task_log_open_reader (ShimwatchTaskLog              *self,
+                                                  guint                          tail,
+                                                  gint64                         since,
+                                                  gboolean                       follow,
+                                                  GError                       **error);
+guint             shimwatch_task_log_get_n_readers (ShimwatchTaskLog            *self);
+
+/* the task was deleted: drain what is left, stop, mark the log deleted (retention starts
+ * now), and end every reader once it has what was written. Emits "finished". */
+void              shimwatch_task_log_finish      (ShimwatchTaskLog              *self);
+/* the service stops: stop draining (the shim keeps the FIFOs), end the readers */
+void              shimwatch_task_log_detach      (ShimwatchTaskLog              *self);
+/* a failed CreateTask: as detach, and the log directory goes */
+void              shimwatch_task_log_discard     (ShimwatchTaskLog              *self);
+
+/* pure helpers, unit-tested */
+void              shimwatch_task_log_format_time (gint64                         usec,
+                                                  char                           out[28]);
+gboolean          shimwatch_task_log_parse_line  (const char                    *line,
+                                                  gsize                          len,
+                                                  gint64                        *time,
+                                                  const char                   **stream,
+                                                  const char                   **text,
+                                                  gsize                         *text_len);
+/* remove a log directory and what is in it (no subdirectories are made) */
+gboolean          shimwatch_task_log_remove_dir  (const char                    *dir,
+                                                  GError                       **error);
+
+G_END_DECLS
