@@ -13,6 +13,7 @@
 #include "shimwatch-error.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-file.h"
+#include "shimwatch-log-store.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
@@ -40,6 +41,7 @@ struct _ShimwatchManager
   ShimwatchCleanup             *cleanup;
   ShimwatchEventsServer        *events;
   ShimwatchAuthority           *authority;
+  ShimwatchLogStore            *logs;
   GDBusObjectManagerServer     *object_manager;
   ShimwatchSignalLedger        *ledger;
   GDBusConnection              *filtered;   /* the ledger watches its outgoing signals */
@@ -275,6 +277,8 @@ typedef struct {
   char                  *stdio[3];
   gboolean               terminal;
   gboolean               start;
+  gboolean               log;          /* keep the output of streams given no path */
+  ShimwatchTaskLog      *task_log;
   gboolean               dir_prepared;
   gboolean               reserved;
   GError                *error;
@@ -306,6 +310,7 @@ create_data_free (CreateData *data)
   for (guint i = 0; i < G_N_ELEMENTS (data->stdio); i++)
     g_free (data->stdio[i]);
   g_clear_object (&data->shim);
+  g_clear_object (&data->task_log);
   g_free (data);
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CreateData, create_data_free)
@@ -334,6 +339,8 @@ create_fail (CreateData   *data,
                     SHIMWATCH_LOG_FIELD_EVENT, "create-failed",
                     "MESSAGE", "%s/%s: CreateTask failed: %s", data->namespace_, data->id,
                     converted->message);
+  if (data->task_log != NULL)
+    shimwatch_task_log_discard (data->task_log);
   if (data->shim != NULL)
     {
       if (g_hash_table_lookup (data->self->shims, data->key) == data->shim)
@@ -433,6 +440,7 @@ create_shim_started_cb (GObject      *source,
   data->shim = shimwatch_shim_new (self, data->namespace_, data->id, data->runtime,
                                    data->shim_binary, data->task_dir);
   shimwatch_shim_set_cgroup_path (data->shim, data->cgroup_path);
+  shimwatch_shim_set_task_log (data->shim, data->task_log);
   if (handle == NULL)
     {
       create_fail (data, error);
@@ -453,6 +461,35 @@ create_shim_started_cb (GObject      *source,
     shimwatch_cgroup_host_get_driver (self->cgroups) == SHIMWATCH_CGROUP_DRIVER_SYSTEMD;
   shimwatch_task_client_create_async (shimwatch_shim_get_client (data->shim), &params,
                                       RPC_TIMEOUT_MS, create_rpc_cb, data);
+}
+
+/* the streams the creator gives no path for go to FIFOs of ours and into the task log */
+static gboolean
+open_task_log (CreateData  *data,
+               GError     **error)
+{
+  ShimwatchTaskLogStreams streams = 0;
+
+  if (!data->log)
+    return TRUE;
+  if (data->stdio[1] == NULL)
+    streams |= SHIMWATCH_TASK_LOG_STDOUT;
+  /* with a terminal, stdout carries everything and stderr stays empty */
+  if (data->stdio[2] == NULL && !data->terminal)
+    streams |= SHIMWATCH_TASK_LOG_STDERR;
+  if (streams == 0)
+    return TRUE;
+  data->task_log = shimwatch_log_store_open (data->self->logs, data->namespace_, data->id,
+                                             data->task_dir, streams, error);
+  if (data->task_log == NULL)
+    return FALSE;
+  if (data->stdio[1] == NULL)
+    data->stdio[1] = g_strdup (shimwatch_task_log_get_fifo (data->task_log,
+                                                            SHIMWATCH_TASK_LOG_STDOUT));
+  if (data->stdio[2] == NULL && !data->terminal)
+    data->stdio[2] = g_strdup (shimwatch_task_log_get_fifo (data->task_log,
+                                                            SHIMWATCH_TASK_LOG_STDERR));
+  return TRUE;
 }
 
 static void
@@ -547,6 +584,12 @@ create_caller_known_cb (GObject      *source,
       return;
     }
   data->dir_prepared = TRUE;
+  /* after the check of the caller's own paths: these FIFOs are the service's */
+  if (!open_task_log (data, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
   shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
                                   data->task_dir, create_shim_started_cb, data);
 }
@@ -596,6 +639,7 @@ parse_create_options (CreateData  *data,
 
   data->runtime = g_strdup (SHIMWATCH_DEFAULT_RUNTIME);
   data->start = TRUE;
+  data->log = TRUE;
   g_variant_iter_init (&iter, options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
@@ -606,13 +650,14 @@ parse_create_options (CreateData  *data,
       for (guint i = 0; i < G_N_ELEMENTS (stdio_keys); i++)
         if (g_str_equal (key, stdio_keys[i]))
           stdio_index = (int) i;
-      if (g_str_equal (key, "start") || g_str_equal (key, "terminal"))
+      if (g_str_equal (key, "start") || g_str_equal (key, "terminal") ||
+          g_str_equal (key, "log"))
         expected = G_VARIANT_TYPE_BOOLEAN;
       else if (!g_str_equal (key, "runtime") && stdio_index < 0)
         {
           g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
                        "unknown option \"%s\" (known: runtime, start, stdin, stdout, stderr, "
-                       "terminal)", key);
+                       "terminal, log)", key);
           return FALSE;
         }
       if (!g_variant_is_of_type (value, expected))
@@ -632,6 +677,8 @@ parse_create_options (CreateData  *data,
         data->start = g_variant_get_boolean (value);
       else if (g_str_equal (key, "terminal"))
         data->terminal = g_variant_get_boolean (value);
+      else if (g_str_equal (key, "log"))
+        data->log = g_variant_get_boolean (value);
       else
         {
           g_free (data->stdio[stdio_index]);
@@ -1103,6 +1150,15 @@ load_record (ShimwatchManager *self,
    * the name is owned, and calls that need the shim wait until then */
   shim = shimwatch_shim_new_from_record (self, record);
   g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
+  /* its output is drained again at once: a full FIFO would block the task */
+  {
+    g_autoptr(ShimwatchTaskLog) task_log = shimwatch_log_store_reopen (self->logs,
+                                                                       record->namespace_,
+                                                                       record->id,
+                                                                       record->task_dir);
+
+    shimwatch_shim_set_task_log (shim, task_log);
+  }
   g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
   if (shimwatch_shim_get_cgroup_path (shim) != NULL)
     g_hash_table_insert (self->cgroup_users, g_strdup (shimwatch_shim_get_cgroup_path (shim)),
@@ -1241,6 +1297,8 @@ shimwatch_manager_reach_shims (ShimwatchManager *self)
             load_done (self);
         }
     }
+  /* every recorded task has its log again: the others age from now */
+  shimwatch_log_store_start_expiry (self->logs);
   load_done (self);
 }
 
@@ -1351,6 +1409,17 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   self->launcher = shimwatch_launcher_new (&launcher_config);
   self->cleanup = shimwatch_cleanup_new (self->launcher, self->cgroups,
                                          config->cleanup_concurrency);
+  if (!make_dir (config->state_dir, 0700, error))
+    return NULL;
+  {
+    g_autofree char *logs_dir = g_build_filename (config->state_dir, "logs", NULL);
+    ShimwatchTaskLogLimits limits = { config->task_log_max_size, config->task_log_max_files };
+
+    self->logs = shimwatch_log_store_new (logs_dir, &limits, config->task_log_retention_s,
+                                          error);
+    if (self->logs == NULL)
+      return NULL;
+  }
 
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   return g_steal_pointer (&self);
@@ -1407,6 +1476,7 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
   g_clear_object (&self->object_manager);
   g_clear_object (&self->authority);
+  g_clear_object (&self->logs);
   g_clear_object (&self->events);
   g_clear_object (&self->cleanup);
   g_clear_object (&self->launcher);

@@ -13,6 +13,7 @@
 
 #define SHIMWATCH_ACTION_REAP          "org.shimwatch.reap"
 #define SHIMWATCH_ACTION_MANAGE        "org.shimwatch.manage"
+#define SHIMWATCH_ACTION_READ_LOGS     "org.shimwatch.read-logs"
 
 #define SHIMWATCH_DEFAULT_RUNTIME      "io.containerd.runc.v2"
 

@@ -17,6 +17,7 @@
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-shim.h"
+#include "shimwatch-task-log.h"
 
 #define RPC_TIMEOUT_MS      10000
 #define SHUTDOWN_TIMEOUT_MS 3000
@@ -60,6 +61,7 @@ struct _ShimwatchShim
   gboolean             delete_emitted;
   ShimwatchExit        exit;           /* the real or synthesized exit, once known */
   GDBusMethodInvocation *delete_invocation;
+  ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
 };
 
 enum {
@@ -310,6 +312,9 @@ emit_task_delete_and_finish (ShimwatchShim *self,
     shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
                                          g_steal_pointer (&self->delete_invocation),
                                          self->exit.exit_status, (guint64) self->exit.exited_at);
+  /* the output is complete: followers get EOF, the retention period starts */
+  if (self->task_log != NULL)
+    shimwatch_task_log_finish (self->task_log);
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0, reaped, cleanup_failed);
 }
 
@@ -781,10 +786,11 @@ resume_waiting_calls (ShimwatchShim *self,
 }
 
 static void
-authorize (ShimwatchShim         *self,
-           GDBusMethodInvocation *invocation,
-           AuthorizedFunc         func,
-           gpointer               data)
+authorize_action (ShimwatchShim         *self,
+                  GDBusMethodInvocation *invocation,
+                  const char            *action_id,
+                  AuthorizedFunc         func,
+                  gpointer               data)
 {
   AuthData *auth = g_new0 (AuthData, 1);
 
@@ -793,8 +799,16 @@ authorize (ShimwatchShim         *self,
   auth->func = func;
   auth->data = data;
   shimwatch_authority_check_async (shimwatch_manager_get_authority (self->manager), invocation,
-                                   SHIMWATCH_ACTION_MANAGE, self->namespace_, self->id,
-                                   authorized_cb, auth);
+                                   action_id, self->namespace_, self->id, authorized_cb, auth);
+}
+
+static void
+authorize (ShimwatchShim         *self,
+           GDBusMethodInvocation *invocation,
+           AuthorizedFunc         func,
+           gpointer               data)
+{
+  authorize_action (self, invocation, SHIMWATCH_ACTION_MANAGE, func, data);
 }
 
 static gboolean
@@ -1066,6 +1080,137 @@ handle_delete (ShimwatchDbusShim     *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* -- the task's output ---------------------------------------------------------------- */
+
+static gboolean
+require_task_log (ShimwatchShim         *self,
+                  GDBusMethodInvocation *invocation)
+{
+  if (self->task_log != NULL)
+    return TRUE;
+  g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_FOUND,
+                                         "the service keeps no log of task %s/%s: its creator "
+                                         "gave its own stdout and stderr, or the option log "
+                                         "false", self->namespace_, self->id);
+  return FALSE;
+}
+
+static void
+read_log_done_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) lines = NULL;
+
+  lines = shimwatch_task_log_read_finish (SHIMWATCH_TASK_LOG (source), result, &error);
+  if (lines == NULL)
+    {
+      return_rpc_error (context->invocation, error);
+      return;
+    }
+  shimwatch_dbus_shim_complete_read_log (SHIMWATCH_DBUS_SHIM (context->self),
+                                         context->invocation, lines);
+}
+
+static void
+read_log_authorized (ShimwatchShim         *self,
+                     GDBusMethodInvocation *invocation,
+                     gpointer               data)
+{
+  g_autoptr(GVariant) options = NULL;
+  guint tail;
+  gint64 since;
+  gboolean follow;
+
+  if (!require_task_log (self, invocation))
+    return;
+  /* checked before the authorization */
+  g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{sv})", &options);
+  shimwatch_task_log_parse_options (options, FALSE, &tail, &since, &follow, NULL);
+  shimwatch_task_log_read_async (self->task_log, tail, since, read_log_done_cb,
+                                 call_context_new (self, invocation));
+}
+
+static gboolean
+handle_read_log (ShimwatchDbusShim     *iface,
+                 GDBusMethodInvocation *invocation,
+                 GVariant              *arg_options)
+{
+  g_autoptr(GError) error = NULL;
+  guint tail;
+  gint64 since;
+  gboolean follow;
+
+  if (!shimwatch_task_log_parse_options (arg_options, FALSE, &tail, &since, &follow, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  authorize_action (SHIMWATCH_SHIM (iface), invocation, SHIMWATCH_ACTION_READ_LOGS,
+                    read_log_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+open_log_authorized (ShimwatchShim         *self,
+                     GDBusMethodInvocation *invocation,
+                     gpointer               data)
+{
+  g_autoptr(GVariant) options = NULL;
+  g_autoptr(GUnixFDList) fds = NULL;
+  g_autoptr(GError) error = NULL;
+  guint tail;
+  gint64 since;
+  gboolean follow;
+  int fd;
+
+  if (!require_task_log (self, invocation))
+    return;
+  g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{sv})", &options);
+  shimwatch_task_log_parse_options (options, TRUE, &tail, &since, &follow, NULL);
+  fd = shimwatch_task_log_open_reader (self->task_log, tail, since, follow, &error);
+  if (fd < 0)
+    {
+      return_rpc_error (invocation, error);
+      return;
+    }
+  fds = g_unix_fd_list_new_from_array (&fd, 1);      /* owns fd now */
+  shimwatch_dbus_shim_complete_open_log (SHIMWATCH_DBUS_SHIM (self), invocation, fds,
+                                         g_variant_new_handle (0));
+}
+
+static gboolean
+handle_open_log (ShimwatchDbusShim     *iface,
+                 GDBusMethodInvocation *invocation,
+                 GUnixFDList           *fd_list,
+                 GVariant              *arg_options)
+{
+  g_autoptr(GError) error = NULL;
+  guint tail;
+  gint64 since;
+  gboolean follow;
+
+  if (!shimwatch_task_log_parse_options (arg_options, TRUE, &tail, &since, &follow, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  authorize_action (SHIMWATCH_SHIM (iface), invocation, SHIMWATCH_ACTION_READ_LOGS,
+                    open_log_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+void
+shimwatch_shim_set_task_log (ShimwatchShim    *self,
+                             ShimwatchTaskLog *task_log)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  g_set_object (&self->task_log, task_log);
+}
+
 /* -- lifecycle helpers ---------------------------------------------------------------- */
 
 gboolean
@@ -1101,6 +1246,8 @@ shimwatch_shim_detach (ShimwatchShim *self)
 
   self->detached = TRUE;
   stop_watching (self);
+  if (self->task_log != NULL)
+    shimwatch_task_log_detach (self->task_log);
   resume_waiting_calls (self, TRUE);
   if (self->handle != NULL)
     g_clear_signal_handler (&self->closed_id, shimwatch_task_client_get_ttrpc (self->handle->client));
@@ -1411,6 +1558,7 @@ shimwatch_shim_finalize (GObject *object)
     close (self->task_pidfd);
   g_ptr_array_unref (self->early_events);
   g_ptr_array_unref (self->waiting_calls);
+  g_clear_object (&self->task_log);
   g_free (self->runtime);
   g_free (self->namespace_);
   g_free (self->id);
@@ -1427,6 +1575,8 @@ shimwatch_shim_iface_init (ShimwatchDbusShimIface *iface)
   iface->handle_start = handle_start;
   iface->handle_kill = handle_kill;
   iface->handle_delete = handle_delete;
+  iface->handle_read_log = handle_read_log;
+  iface->handle_open_log = handle_open_log;
 }
 
 static void

@@ -12,6 +12,7 @@
 
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-task-log.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
@@ -64,6 +65,9 @@ void           shimwatch_shim_set_started     (ShimwatchShim         *self,
 void           shimwatch_shim_set_exported    (ShimwatchShim         *self);
 void           shimwatch_shim_handle_event    (ShimwatchShim         *self,
                                                const ShimwatchEvent  *event);
+/* the task's output, kept by the service (ReadLog, OpenLog); finished at TaskDelete */
+void           shimwatch_shim_set_task_log    (ShimwatchShim         *self,
+                                               ShimwatchTaskLog      *task_log);
 /* SIGKILL the shim: the disconnect path does the rest */
 gboolean       shimwatch_shim_kill_shim       (ShimwatchShim         *self,
                                                GError               **error);

@@ -211,6 +211,7 @@ class Signals:
 
 class ShimwatchTestCase(unittest.TestCase):
     cleanup_timeout = 2
+    extra_config = ""        # more [Service] settings of a test class
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="swit-", dir="/tmp")
@@ -226,7 +227,8 @@ class ShimwatchTestCase(unittest.TestCase):
         with open(self.config, "w") as f:
             f.write("[Service]\n"
                     f"RuntimePath={self.runtimes};/usr/bin;/usr/sbin\n"
-                    f"CleanupTimeout={self.cleanup_timeout}\n")
+                    f"CleanupTimeout={self.cleanup_timeout}\n" + self.extra_config)
+        self.state_dir = os.path.join(self.dir, "state")
         self.log_path = os.path.join(self.dir, "shimwatchd.log")
         self.daemon = None
         self.start_daemon()
@@ -261,6 +263,7 @@ class ShimwatchTestCase(unittest.TestCase):
 
     def start_daemon(self, **extra_env):
         argv = WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
+                                  "--state-dir", self.state_dir,
                                   "--config", self.config, "--verbose"]
         env = dict(os.environ, G_DEBUG="fatal-criticals", **extra_env)
         self.daemon = subprocess.Popen(argv, stdout=open(self.log_path, "a"),
@@ -2051,6 +2054,226 @@ class ChaosTests(ShimwatchTestCase):
             except AssertionError:
                 self.assertEqual(leftovers(sub), [], f"{sub}, seed {seed}")
         print(f"# {len(tasks)} tasks over {rounds} rounds: each ended exactly once", flush=True)
+
+
+LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) (stdout|stderr) (.*)$")
+
+
+class TaskLogTests(ShimwatchTestCase):
+    """Task output (1.1): FIFOs made by the service, the per-task log under the state
+    directory, ReadLog, OpenLog with fd passing, authorization by org.shimwatch.read-logs."""
+
+    LOG_MAX_SIZE, LOG_MAX_FILES, RETENTION = 65536, 3, 2
+    extra_config = (f"TaskLogMaxSize={LOG_MAX_SIZE}\nTaskLogMaxFiles={LOG_MAX_FILES}\n"
+                    f"TaskLogRetention={RETENTION}\n")
+    HELLO = ["sh", "-c", "echo hello; echo oops >&2; sleep 1000"]
+
+    def tearDown(self):
+        # the tasks go the way a user ends them, so runc's state and cgroups go too
+        try:
+            if self.daemon is not None and self.daemon.poll() is None:
+                for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
+                    self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                              (self.prop(path, "Namespace"), self.prop(path, "Id"), {}))
+        except GLib.Error:
+            pass
+        finally:
+            super().tearDown()
+
+    def log_dir(self, namespace, task_id):
+        return os.path.join(self.state_dir, "logs", namespace, task_id)
+
+    def read_log(self, path, **options):
+        opts = {k: GLib.Variant("t" if k == "since" else "u", v) for k, v in options.items()}
+        (lines,) = self.call(path, SHIM, "ReadLog", "(a{sv})", (opts,))
+        return lines
+
+    def open_log(self, path, **options):
+        opts = {k: GLib.Variant("b" if k == "follow" else "u", v) for k, v in options.items()}
+        reply, fds = self.bus.call_with_unix_fd_list_sync(
+            BUS_NAME, path, SHIM, "OpenLog", GLib.Variant("(a{sv})", (opts,)),
+            GLib.VariantType("(h)"), Gio.DBusCallFlags.NONE, 30000, None, None)
+        fd = fds.get(reply.unpack()[0])
+        os.set_blocking(fd, False)
+        return fd
+
+    @staticmethod
+    def read_fd(fd, until, timeout=20):
+        """Read from fd until until(data) holds or EOF; returns (data, eof)."""
+        data = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                if until(data):
+                    return data, False
+                pump(0.02)
+                continue
+            if chunk == b"":
+                return data, True
+            data += chunk
+        raise AssertionError(f"timed out reading the log fd; got {data[-500:]!r}")
+
+    def wait_lines(self, path, predicate, timeout=20, what="log lines"):
+        result = []
+
+        def check():
+            result[:] = self.read_log(path)
+            return predicate(result)
+        wait_until(check, timeout, what)
+        return result
+
+    def test_read_log_has_both_streams(self):
+        bundle = self.make_bundle("hello", self.HELLO)
+        before = GLib.get_real_time()
+        path = self.create_task("default", "hello", bundle)
+        # the service made the FIFOs in the task directory and handed them to the shim
+        for name in ("stdout.fifo", "stderr.fifo"):
+            self.assertTrue(stat_is_fifo(os.path.join(self.task_dir("default", "hello"), name)))
+        lines = self.wait_lines(path, lambda l: len(l) >= 2, what="hello and oops")
+        self.assertEqual(sorted((s, t) for _, s, t in lines),
+                         [("stderr", "oops"), ("stdout", "hello")])
+        for when, _, _ in lines:
+            self.assertGreaterEqual(when, before - 1000000)
+            self.assertLessEqual(when, GLib.get_real_time())
+        self.assertEqual(len(self.read_log(path, tail=1)), 1)
+        self.assertEqual(self.read_log(path, since=GLib.get_real_time() + 10 ** 9), [])
+        self.assertEqual(len(self.read_log(path, since=min(w for w, _, _ in lines))), 2)
+        # the log itself, as an admin finds it
+        with open(os.path.join(self.log_dir("default", "hello"), "output.log")) as f:
+            on_disk = f.read().splitlines()
+        self.assertEqual(sorted(LINE_RE.match(l).group(2, 3) for l in on_disk),
+                         [("stderr", "oops"), ("stdout", "hello")])
+        # bad options are refused before anything else
+        self.assert_dbus_error("InvalidArgument", self.call, path, SHIM, "ReadLog", "(a{sv})",
+                               ({"tail": GLib.Variant("s", "3")},))
+        self.assert_dbus_error("InvalidArgument", self.call, path, SHIM, "ReadLog", "(a{sv})",
+                               ({"follow": GLib.Variant("b", True)},))
+        self.assert_dbus_error("InvalidArgument", self.call, path, SHIM, "OpenLog", "(a{sv})",
+                               ({"bogus": GLib.Variant("u", 1)},))
+
+    def test_open_log_follows_until_delete(self):
+        bundle = self.make_bundle("later", ["sh", "-c", "echo hello; echo oops >&2; sleep 3; "
+                                            "echo later; sleep 1000"])
+        path = self.create_task("default", "later", bundle)
+        follower = self.open_log(path, follow=True)
+        data, eof = self.read_fd(follower, lambda d: b"later" in d)
+        self.assertFalse(eof)
+        lines = [LINE_RE.match(l) for l in data.decode().splitlines()]
+        self.assertTrue(all(lines), data)
+        self.assertEqual(sorted(m.group(2, 3) for m in lines),
+                         [("stderr", "oops"), ("stdout", "hello"), ("stdout", "later")])
+        # without follow: what is there, then EOF
+        once = self.open_log(path, tail=1)
+        data, eof = self.read_fd(once, lambda d: False)
+        self.assertTrue(eof)
+        self.assertRegex(data.decode(), r"^\S+ stdout later\n$")
+        os.close(once)
+        # the task is deleted: the follower gets EOF, the log stays for its retention
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+        self.call(path, SHIM, "Delete")
+        data, eof = self.read_fd(follower, lambda d: False)
+        self.assertTrue(eof)
+        os.close(follower)
+        log_dir = self.log_dir("default", "later")
+        self.assertTrue(os.path.exists(os.path.join(log_dir, "deleted")))
+        self.assertFalse(os.path.exists(self.task_dir("default", "later")))
+        wait_until(lambda: not os.path.exists(log_dir), self.RETENTION + 10,
+                   "the log to be removed after its retention period")
+
+    def test_flood_stays_under_cap_and_never_blocks(self):
+        count = 200000
+        bundle = self.make_bundle("flood", [
+            "sh", "-c", f"sleep 2; i=0; while [ $i -lt {count} ]; do echo \"line $i\"; "
+            "i=$((i+1)); done; echo done >&2; sleep 1000"])
+        path = self.create_task("default", "flood", bundle)
+        # a follower that never reads must not hold anything up: it is dropped
+        stalled = self.open_log(path, follow=True)
+        started = time.monotonic()
+        self.wait_lines(path, lambda l: ("stderr", "done") in [(s, t) for _, s, t in l[-3:]],
+                        timeout=180, what=f"{count} lines and done")
+        print(f"# {count} lines logged in {time.monotonic() - started:.1f} s", flush=True)
+        self.assertEqual(self.prop(path, "Status"), "running")
+        log_dir = self.log_dir("default", "flood")
+        sizes = {n: os.path.getsize(os.path.join(log_dir, n)) for n in os.listdir(log_dir)}
+        self.assertLessEqual(sum(sizes.values()), self.LOG_MAX_SIZE * self.LOG_MAX_FILES, sizes)
+        self.assertTrue(all(size <= self.LOG_MAX_SIZE for size in sizes.values()), sizes)
+        self.assertEqual(sorted(sizes), ["output.log", "output.log.1", "output.log.2"])
+        # what is kept is the newest lines, none lost in between
+        numbers = [int(t.split()[1]) for _, s, t in self.read_log(path) if s == "stdout"]
+        self.assertEqual(numbers[-1], count - 1)
+        self.assertEqual(numbers, list(range(numbers[0], count)))
+        self.assertGreater(len(numbers), 1000)
+        # the stalled reader got some lines and then EOF, while the task runs on
+        data, eof = self.read_fd(stalled, lambda d: False, timeout=30)
+        self.assertTrue(eof)
+        self.assertLess(len(data), 4 * 1024 * 1024)
+        os.close(stalled)
+        self.assertIn("reader fell more than", open(self.log_path).read())
+
+    def test_no_log_when_disabled_or_given(self):
+        bundle = self.make_bundle("quiet", self.HELLO)
+        path = self.create_task("default", "quiet", bundle, {"log": GLib.Variant("b", False)})
+        self.assertFalse(os.path.exists(os.path.join(self.task_dir("default", "quiet"),
+                                                     "stdout.fifo")))
+        self.assert_dbus_error("NotFound", self.read_log, path)
+        self.assert_dbus_error("InvalidArgument", self.create_task, "default", "typo", bundle,
+                               {"log": GLib.Variant("s", "yes")})
+        self.assertFalse(os.path.exists(self.task_dir("default", "typo")))
+
+    def test_log_survives_a_restart_of_the_service(self):
+        bundle = self.make_bundle("restart", ["sh", "-c", "echo before; sleep 4; echo after; "
+                                              "sleep 1000"])
+        path = self.create_task("default", "restart", bundle)
+        self.wait_lines(path, lambda l: len(l) >= 1, what="before")
+        self.stop_daemon()
+        self.start_daemon()
+        lines = self.wait_lines(path, lambda l: len(l) >= 2, what="after, once restarted")
+        self.assertEqual([(s, t) for _, s, t in lines], [("stdout", "before"),
+                                                          ("stdout", "after")])
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "restart", {}))
+
+    def test_read_logs_needs_its_own_authorization(self):
+        path = self.create_task("default", "secret", self.make_bundle("secret", self.HELLO))
+        self.wait_lines(path, lambda l: len(l) >= 2)
+        log_before = open(os.path.join(self.log_dir("default", "secret"), "output.log")).read()
+        for method in ("ReadLog", "OpenLog"):
+            _, out, name = call_as(PolkitTests.RULE_DENIED, path, SHIM + "." + method, "{}")
+            self.assertEqual(name, ERROR + "NotAuthorized", out)
+            self.assertNotIn("hello", out)
+            _, out, name = call_as(PolkitTests.NOBODY, path, SHIM + "." + method, "{}")
+            self.assertEqual(name, ERROR + "NotAuthorizedCanObtain", out)
+        # the rule-allowed user may; so may nobody where a rule matches the task's details
+        rc, out, name = call_as(PolkitTests.RULE_ALLOWED, path, SHIM + ".ReadLog", "{}")
+        self.assertEqual((rc, name), (0, None), out)
+        self.assertIn("'hello'", out)
+        public = self.create_task("public", "shared", self.make_bundle("shared", self.HELLO))
+        self.wait_lines(public, lambda l: len(l) >= 2)
+        rc, out, name = call_as(PolkitTests.NOBODY, public, SHIM + ".ReadLog", "{}")
+        self.assertEqual((rc, name), (0, None), out)
+        self.assertIn("'oops'", out)
+        other = self.create_task("public", "other", self.make_bundle("other", self.HELLO))
+        _, _, name = call_as(PolkitTests.NOBODY, other, SHIM + ".ReadLog", "{}")
+        self.assertEqual(name, ERROR + "NotAuthorizedCanObtain")
+        # nothing else happened: the task runs, its log is as it was, no signal went out
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.assertEqual(open(os.path.join(self.log_dir("default", "secret"),
+                                           "output.log")).read(), log_before)
+        self.assertEqual([e for e in self.signals.log
+                          if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
+        log = open(self.log_path).read()
+        self.assertIn("org.shimwatch.read-logs on default/secret by :", log)
+        self.assertIn("(uid 2): not authorized for org.shimwatch.read-logs", log)
+
+
+def stat_is_fifo(path):
+    import stat
+    try:
+        return stat.S_ISFIFO(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 class TapResult(unittest.TestResult):
