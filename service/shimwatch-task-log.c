@@ -567,7 +567,7 @@ shimwatch_task_log_parse_options (GVariant  *options,
   g_variant_iter_init (&iter, options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      g_autoptr(GVariant) owned = value;
+      g_autoptr(GVariant) owned G_GNUC_UNUSED = value;
       const GVariantType *expected;
 
       if (g_str_equal (key, "tail"))

@@ -307,7 +307,6 @@ test_rotation (Fixture       *f,
 {
   const ShimwatchTaskLogLimits *limits = data;
   g_autoptr(GString) chunk = g_string_new (NULL);
-  g_autofree char *last = NULL;
   g_autoptr(GVariant) lines = NULL;
   g_autoptr(GAsyncResult) result = NULL;
   guint64 total, largest;
