@@ -141,6 +141,25 @@ remove_unused_cgroup_parents (ShimwatchManager *self,
   shimwatch_cgroup_remove_empty_parents (self->cgroups, ns_path, "/");
 }
 
+static void
+remove_all_unused_cgroup_parents (ShimwatchManager *self)
+{
+  g_autoptr(GPtrArray) dirs = shimwatch_cgroup_dirs (self->cgroups, "/" SHIMWATCH_CGROUP_PARENT);
+  g_autoptr(GDir) parent = NULL;
+  const char *name;
+
+  if (dirs->len == 0 || (parent = g_dir_open (g_ptr_array_index (dirs, 0), 0, NULL)) == NULL)
+    return;
+  while ((name = g_dir_read_name (parent)) != NULL)
+    {
+      g_autofree char *child = g_build_filename (g_ptr_array_index (dirs, 0), name, NULL);
+
+      if (shimwatch_identifier_validate ("namespace", name, NULL) &&
+          g_file_test (child, G_FILE_TEST_IS_DIR))
+        remove_unused_cgroup_parents (self, name);
+    }
+}
+
 /* -- shim lifecycle ------------------------------------------------------------------- */
 
 static void
@@ -1061,8 +1080,11 @@ handle_reap (ShimwatchDbusManager  *iface,
 static void
 load_done (ShimwatchManager *self)
 {
-  if (--self->n_loading == 0)
-    g_message ("all recorded tasks are loaded: %u supervised", g_hash_table_size (self->shims));
+  if (--self->n_loading > 0)
+    return;
+  g_message ("all recorded tasks are loaded: %u supervised", g_hash_table_size (self->shims));
+  /* what earlier runs left: the namespace parents of tasks cleaned up at start-up */
+  remove_all_unused_cgroup_parents (self);
 }
 
 static void

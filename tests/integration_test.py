@@ -1914,6 +1914,11 @@ class RestartTests(ShimwatchTestCase):
         self.assertTrue(any(".broken-" in n for n in os.listdir(os.path.join(records, "other"))))
         self.assert_nothing_left("default", "garbled", sock, task_pid)
         self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims"), ([],))
+        if not UNDER_SYSTEMD:
+            # its cgroup, named in its task directory's config.json, and the parents too
+            wait_until(lambda: not any(os.path.exists(d)
+                                       for d in cgroup_dirs("/shimwatch/default")), 5,
+                       "the task's cgroup and its parents to be removed")
         with open(self.log_path) as f:
             self.assertIn("is broken", f.read())
 
