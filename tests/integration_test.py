@@ -620,6 +620,30 @@ class CgroupTests(ShimwatchTestCase):
         for directory in cgroup_dirs(cgroup):
             self.assertFalse(os.path.exists(directory), directory)
 
+    def test_record_of_an_older_version_without_a_cgroup(self):
+        """A record written before tasks had cgroups of their own: still cleaned up (by
+        the old look at every process's working directory), CgroupPath empty."""
+        import json
+        path = self.create_task("default", "older")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.stop_daemon()
+        record = os.path.join(self.runtime_dir, "records", "default", "older.json")
+        with open(record) as f:
+            content = json.load(f)
+        del content["cgroup_path"]
+        with open(record, "w") as f:
+            json.dump(content, f)
+        self.start_daemon()
+        wait_until(lambda: self.call(MANAGER_PATH, MANAGER, "ListShims") == ([path],), 15,
+                   "the task to be taken over again")
+        self.assertEqual(self.prop(path, "CgroupPath"), "")
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                   "the object to be removed")
+        self.assert_crash_sequence("default", "older", path, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "older", sock, task_pid)
+
     @staticmethod
     def set_cgroups_path(bundle, cgroups_path, drop_pid_namespace=False):
         import json
