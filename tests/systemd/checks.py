@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ NS = "swcheck"
 UNPRIVILEGED_UID = 990          # made by make-rootfs.sh
 # cases of the integration suite that reproduce another layout than this one, and skip
 # here saying so; they run in that layout's boot (any other skip is a failure)
-LAYOUT_ONLY_CASES = {"unified": ["/shim-real/runs-with-readonly-cgroup-root"]}
+LAYOUT_ONLY_CASES = {}
 CAPS_DROPPED = {"CAP_SYS_BOOT": 22, "CAP_SYS_MODULE": 16, "CAP_SYS_TIME": 25,
                 "CAP_SYS_RAWIO": 17, "CAP_MAC_ADMIN": 33, "CAP_BPF": 39}
 
@@ -372,10 +373,95 @@ def _create():
     state["web"] = path
 
 
+@check("the task runs in a transient scope of its own with Delegate=yes, made through "
+       "systemd; the service's own cgroup stays a leaf with only the daemon")
+def _placement():
+    path = state["web"]
+    task_pid = prop(path, "TaskPid")
+    scope = f"shimwatch-{NS}-web.scope"
+    service = unit_prop("ControlGroup")
+    task = tracking_cgroup(task_pid)
+    assert tracking_cgroup(main_pid()) == service, (tracking_cgroup(main_pid()), service)
+    assert unit_prop("ActiveState", scope) == "active", f"{scope}: " + unit_prop(
+        "ActiveState", scope)
+    assert unit_prop("Delegate", scope) == "yes"
+    assert unit_prop("ControlGroup", scope) == task, (unit_prop("ControlGroup", scope), task)
+    assert prop(path, "CgroupPath") == task, (prop(path, "CgroupPath"), task)
+    assert task != service and not task.startswith(service + "/"), (task, service)
+    # in every hierarchy with a controller too (hybrid: memory, pids, ...), not just systemd's
+    others = {h: p for h, p in cgroups_of(task_pid).items()
+              if h not in ("", "name=systemd") and os.path.isdir("/sys/fs/cgroup/" + h)}
+    assert all(p == task for p in others.values()), others
+    state["web_scope"] = scope
+    return f"service {service}, task {task} ({scope})"
+
+
+def run_in_service_cgroup(code):
+    """Python code run by a process moved into the service's own cgroups, as the daemon,
+    the shims and runc are: cgroup2's, where systemd attaches its IP and device filters as
+    BPF programs, and on hybrid also the v1 devices controller's. Returns the output and
+    whether the cgroup2 one exists (on hybrid systemd may keep units out of cgroup2)."""
+    service = unit_prop("ControlGroup")
+    unified = "/sys/fs/cgroup" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") \
+        else "/sys/fs/cgroup/unified"
+    procs = [d + service + "/cgroup.procs" for d in (unified, "/sys/fs/cgroup/devices")
+             if os.path.exists(d + service + "/cgroup.procs")]
+    moves = "".join(f"open({p!r}, 'w').write(str(os.getpid()))\n" for p in procs)
+    proc = subprocess.run(["/usr/bin/python3", "-c", "import os\n" + moves + code],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc.stdout, os.path.exists(unified + service + "/cgroup.procs")
+
+
+@check("the service's cgroup-bound sandbox (IPAddressDeny=any, DevicePolicy=closed) holds "
+       "for the service and not for a container in its scope, which keeps its network")
+def _cgroup_sandbox():
+    bundle = make_bundle("netsrv", ["nc", "-l", "-p", "18080", "-e", "echo", "hello"])
+    os.symlink("busybox", os.path.join(bundle, "rootfs", "bin", "nc"))
+    with open(os.path.join(bundle, "config.json")) as f:
+        spec = json.load(f)
+    # the host's network (here the container's): its sockets are the container's own
+    spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"]
+                                   if n["type"] != "network"]
+    with open(os.path.join(bundle, "config.json"), "w") as f:
+        json.dump(spec, f)
+    path = create_task("netsrv", bundle)
+
+    def answer():
+        try:
+            with socket.create_connection(("127.0.0.1", 18080), timeout=2) as s:
+                return s.recv(16) or None
+        except OSError:
+            return None
+    got = wait_until(answer, 10, "the container to answer on 127.0.0.1:18080")
+    assert got.startswith(b"hello"), got
+    wait_until(lambda: [e for e in signals.for_task("netsrv", path) if e[0] == "TaskExit"], 10,
+               "the container's exit")
+    call(path, SHIM, "Delete")
+    # the same in the service's cgroup: refused, as is a device outside the closed policy
+    # the same from the service's cgroup: filtered (a dropped SYN times out, where nothing
+    # listening would refuse at once), as is a device outside the closed policy
+    out, bpf = run_in_service_cgroup(
+        "import socket\n"
+        "try:\n socket.create_connection(('127.0.0.1', 9), timeout=2); print('ip:open')\n"
+        "except (PermissionError, socket.timeout): print('ip:filtered')\n"
+        "except OSError as e: print('ip:open', e.errno)\n"
+        "try:\n open('/dev/net/tun', 'rb'); print('dev:open')\n"
+        "except PermissionError: print('dev:refused')\n")
+    assert "dev:refused" in out.split(), out
+    if bpf:
+        assert "ip:filtered" in out.split(), out
+        return out
+    return (out + "IPAddressDeny= is not enforced on this layout: systemd keeps no cgroup2 "
+            "cgroup for the unit here, and its IP filter is a cgroup2 BPF program")
+
+
 @check("SIGKILL of the shim: ShimDisconnected, TaskExit(137), TaskDelete, InterfacesRemoved; "
        "nothing left, cgroups included")
 def _sigkill():
     kill_shim_and_check("web", state["web"])
+    scope = state.get("web_scope", f"shimwatch-{NS}-web.scope")
+    wait_until(lambda: unit_prop("ActiveState", scope) == "inactive", 10,
+               f"{scope} to be gone")
 
 
 @check("journald holds every lifecycle MESSAGE_ID of the task with the SHIMWATCH_* fields")
