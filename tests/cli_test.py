@@ -470,6 +470,56 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("status", "default/alpha", ""), [])
 
 
+class LogsTests(CliTestCase):
+    def test_logs_and_follow(self):
+        script = ("i=0; while [ $i -lt 100000 ]; do echo out$i; echo err$i >&2; i=$((i+1)); "
+                  "sleep 0.2; done")
+        bundle = self.make_bundle("chatty", ["sh", "-c", script])
+        path = self.create_task("default", "chatty", bundle)
+
+        follower = subprocess.Popen([SHIMWATCHCTL, "--json", "logs", "-f", "chatty"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, LC_ALL="C.UTF-8"))
+        self.addCleanup(lambda: follower.poll() is None and follower.kill())
+        out = Lines(follower.stdout)
+        out.wait_for(lambda l: json.loads(l)["text"] == "out2", 20, "out2")
+        # following: lines written after the command started keep coming
+        out.wait_for(lambda l: json.loads(l)["text"] == "out6", 20, "out6")
+        lines = [json.loads(l) for l in out.seen]
+        for line in lines:
+            self.assertEqual(set(line), {"time", "stream", "text"})
+            self.assertRegex(line["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+            self.assertEqual(line["stream"], "stdout" if line["text"].startswith("out")
+                             else "stderr")
+        self.assertIn("err3", [l["text"] for l in lines])
+        outs = [int(l["text"][3:]) for l in lines if l["stream"] == "stdout"]
+        self.assertEqual(outs, list(range(outs[0], outs[-1] + 1)))
+
+        # without -f: what was logged so far, stdout to stdout and stderr to stderr
+        proc = self.ctl("logs", "chatty", "--tail", "4")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        shown = proc.stdout.splitlines() + proc.stderr.splitlines()
+        self.assertEqual(len(shown), 4, shown)
+        self.assertTrue(all(l.startswith("out") for l in proc.stdout.splitlines()))
+        self.assertTrue(all(l.startswith("err") for l in proc.stderr.splitlines()))
+        document = self.ctl_json("logs", "default/chatty", "--tail", "2")
+        self.assertEqual((document["namespace"], document["id"], len(document["lines"])),
+                         ("default", "chatty", 2))
+        stamped = self.ctl_ok("logs", "chatty", "-n", "1", "--timestamps")
+        self.assertRegex(stamped, r"^\d{4}-\d\d-\d\dT\S+ out\d+\n$|^$")
+
+        # reading output needs authorization: nobody is refused
+        proc = self.ctl("--no-ask-password", "logs", "chatty", uid=NOBODY)
+        self.assertEqual(proc.returncode, 4, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+
+        # the task goes: the follower ends by itself
+        self.ctl_ok("kill", "chatty", "--signal", "KILL")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+        self.ctl_ok("delete", "chatty")
+        self.assertEqual(follower.wait(20), 0)
+
+
 class RunServiceTests(unittest.TestCase):
     """tools/run-service.sh: the service by hand on a private bus, for machines without a
     system bus or systemd."""
