@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/pidfd.h>
 #include <unistd.h>
@@ -432,7 +433,9 @@ kill_shim_process (ShimwatchShim *self)
           pidfd = -1;
         }
     }
-  if (pidfd >= 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
+  /* a pidfd turns readable once its process has exited: a dead shim is left alone */
+  if (pidfd >= 0 && poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0 &&
+      pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
     log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected", "killed shim process %u", pid);
   if (pidfd >= 0 && pidfd != self->shim_pidfd)
     close (pidfd);
