@@ -14,7 +14,7 @@ ok () { n=$((n + 1)); echo "ok $n - $1"; }
 fail () { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
 check () { local what=$1; shift; if out=$("$@" 2>&1); then ok "$what"; else fail "$what" "$out"; fi; }
 
-echo "1..11"
+echo "1..12"
 
 # man pages: groff's warnings are errors here
 for page in shimwatchctl.1 shimwatchd.8 shimwatch.conf.5; do
@@ -53,6 +53,10 @@ active=$(grep -vE '^\s*(#|$|\[)' "$src/data/shimwatch.conf")
 [ -n "$keys" ] && [ -z "$absent" ] && [ -z "$active" ] &&
   ok "the example configuration has every key, commented out" ||
   fail "the example configuration has every key, commented out" "absent: $absent" "active: $active"
+
+undocumented=$(for k in $keys; do grep -q "^\.BI $k=" "$src/docs/man/shimwatch.conf.5.in" || echo "$k"; done)
+[ -z "$undocumented" ] && ok "shimwatch.conf(5) describes every key" ||
+  fail "shimwatch.conf(5) describes every key" "not in docs/man/shimwatch.conf.5.in: $undocumented"
 
 active=$(grep -vE '^\s*(//|$)' "$src/data/polkit/50-shimwatch.rules.example")
 [ -z "$active" ] && grep -q 'polkit.addRule' "$src/data/polkit/50-shimwatch.rules.example" &&
