@@ -64,9 +64,9 @@ active=$(grep -vE '^\s*(//|$)' "$src/data/polkit/50-shimwatch.rules.example")
 
 # nothing points at documents outside the repository
 cd "$src"
-outside=$(git grep -nE '(\.\./)?shared/docs|\.\./shared/' -- . ':!tests/check-docs.sh' 2>/dev/null)
+outside=$(git grep -InE '(\.\./)?shared/docs|\.\./shared/' -- . ':!tests/check-docs.sh' 2>/dev/null)
 tracked=$(git ls-files 2>/dev/null)
-dangling=$(git grep -ohE '\b[A-Za-z0-9_-]+\.md\b' -- . ':!NEWS' 2>/dev/null | sort -u |
+dangling=$(git grep -IohE '\b[A-Za-z0-9_-]+\.md\b' -- . ':!NEWS' 2>/dev/null | sort -u |
            while read -r doc; do grep -qE "(^|/)${doc//./\\.}$" <<<"$tracked" || echo "$doc"; done)
 cd - >/dev/null
 [ -z "$outside" ] && [ -z "$dangling" ] &&
