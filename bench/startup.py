@@ -53,6 +53,11 @@ def write_records(runtime_dir, n, address):
         }
         with open(os.path.join(directory, task_id + ".json"), "w") as f:
             json.dump(record, f, indent=2)
+        # the task directory, as the shim leaves it: the service believes a record's
+        # address only if the shim wrote the same one there
+        os.makedirs(record["task_dir"], exist_ok=True)
+        with open(os.path.join(record["task_dir"], "address"), "w") as f:
+            f.write(address)
 
 
 def one_round(bus, work, n):
