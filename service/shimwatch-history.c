@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchHistory"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <glib/gstdio.h>
+
+#include "shimwatch-history.h"
+
+/* how long queued lines wait for company before the writer takes them */
+#define BATCH_DELAY_MS   200
+/* a line longer than this, or nested deeper, is not one of ours */
+#define LINE_MAX_LENGTH  (64 * 1024)
+#define LINE_MAX_DEPTH   8
+
+#define COUNTERS_GROUP   "Counters"
+
+struct _ShimwatchHistory
+{
+  GObject            parent_instance;
+
+  char              *path;           /* NULL: memory only */
+  char              *rotated_path;
+  char              *counters_path;
+  guint              capacity;
+  gsize              file_max;
+
+  GQueue             events;         /* GVariant a{sv}, oldest first */
+  ShimwatchCounters  counters;
+
+  GString           *pending_lines;  /* queued for the writer, not handed over yet */
+  char              *pending_counters;
+  guint              batch_source;
+  GThreadPool       *writer;         /* one thread: jobs are written in order */
+
+  /* the writer thread's own */
+  gsize              file_size;
+  gboolean           failing;
+
+  GMutex             lock;           /* for sync() */
+  GCond              written;
+};
+
+G_DEFINE_TYPE (ShimwatchHistory, shimwatch_history, G_TYPE_OBJECT)
+
+typedef struct {
+  GString  *lines;       /* or NULL */
+  char     *counters;    /* key file text, or NULL */
+  gboolean *done;        /* set under the lock when written, for sync() */
+} WriteJob;
+
+/* -- the writer thread -------------------------------------------------------------- */
+
+static void
+report (ShimwatchHistory *self,
+        const char       *what,
+        const char       *path,
+        int               saved_errno)
+{
+  /* once per run of failures, not once per batch */
+  if (!self->failing)
+    g_warning ("history: cannot %s %s: %s; events are kept in memory only until it works "
+               "again", what, path, g_strerror (saved_errno));
+  self->failing = TRUE;
+}
+
+static gboolean
+write_all (int           fd,
+           const char   *data,
+           gsize         length)
+{
+  while (length > 0)
+    {
+      ssize_t n = write (fd, data, length);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return FALSE;
+      data += n;
+      length -= (gsize) n;
+    }
+  return TRUE;
+}
+
+static void
+append_lines (ShimwatchHistory *self,
+              GString          *lines)
+{
+  struct stat st;
+  int fd;
+
+  fd = open (self->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    {
+      report (self, "open", self->path, errno);
+      return;
+    }
+  if (!write_all (fd, lines->str, lines->len) || fdatasync (fd) != 0 || fstat (fd, &st) != 0)
+    {
+      int saved_errno = errno;
+
+      close (fd);
+      report (self, "write", self->path, saved_errno);
+      return;
+    }
+  close (fd);
+  self->file_size = (gsize) st.st_size;
+  if (self->file_size >= self->file_max)
+    {
+      /* the older half goes; what the newer one holds is enough to fill the memory */
+      if (g_rename (self->path, self->rotated_path) != 0)
+        {
+          report (self, "rotate", self->path, errno);
+          return;
+        }
+      self->file_size = 0;
+    }
+  if (self->failing)
+    g_message ("history: %s is written again", self->path);
+  self->failing = FALSE;
+}
+
+static void
+write_counters (ShimwatchHistory *self,
+                const char       *text)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!g_file_set_contents_full (self->counters_path, text, -1,
+                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                 0600, &error))
+    g_warning ("history: cannot write the counters: %s", error->message);
+}
+
+static void
+write_job (gpointer data,
+           gpointer user_data)
+{
+  WriteJob *job = data;
+  ShimwatchHistory *self = user_data;
+
+  if (self->path != NULL && job->lines != NULL && job->lines->len > 0)
+    append_lines (self, job->lines);
+  if (self->counters_path != NULL && job->counters != NULL)
+    write_counters (self, job->counters);
+  if (job->done != NULL)
+    {
+      g_mutex_lock (&self->lock);
+      *job->done = TRUE;
+      g_cond_broadcast (&self->written);
+      g_mutex_unlock (&self->lock);
+    }
+  if (job->lines != NULL)
+    g_string_free (job->lines, TRUE);
+  g_free (job->counters);
+  g_free (job);
+}
+
+/* -- queueing (main thread) ----------------------------------------------------------- */
+
+static void
+hand_over (ShimwatchHistory *self,
+           gboolean         *done)
+{
+  WriteJob *job = g_new0 (WriteJob, 1);
+
+  g_clear_handle_id (&self->batch_source, g_source_remove);
+  if (self->pending_lines->len > 0)
+    {
+      job->lines = self->pending_lines;
+      self->pending_lines = g_string_new (NULL);
+    }
+  job->counters = g_steal_pointer (&self->pending_counters);
+  job->done = done;
+  g_thread_pool_push (self->writer, job, NULL);
+}
+
+static gboolean
+batch_cb (gpointer user_data)
+{
+  ShimwatchHistory *self = user_data;
+
+  self->batch_source = 0;
+  hand_over (self, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+schedule (ShimwatchHistory *self)
+{
+  if (self->batch_source == 0)
+    self->batch_source = g_timeout_add (BATCH_DELAY_MS, batch_cb, self);
+}
+
+void
+shimwatch_history_sync (ShimwatchHistory *self)
+{
+  gboolean done = FALSE;
+
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+
+  hand_over (self, &done);
+  g_mutex_lock (&self->lock);
+  while (!done)
+    g_cond_wait (&self->written, &self->lock);
+  g_mutex_unlock (&self->lock);
+}
+
+/* -- events --------------------------------------------------------------------------- */
+
+static void
+keep (ShimwatchHistory *self,
+      GVariant         *entry)
+{
+  g_queue_push_tail (&self->events, g_variant_ref_sink (entry));
+  while (self->events.length > self->capacity)
+    g_variant_unref (g_queue_pop_head (&self->events));
+}
+
+static void
+add_string (GVariantBuilder *builder,
+            const char      *key,
+            const char      *value)
+{
+  g_autofree char *valid = g_utf8_make_valid (value, -1);
+
+  g_variant_builder_add (builder, "{sv}", key, g_variant_new_string (valid));
+}
+
+void
+shimwatch_history_add (ShimwatchHistory            *self,
+                       const ShimwatchHistoryEvent *event)
+{
+  GVariantBuilder builder;
+  GVariant *entry;
+  g_autofree char *line = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+  g_return_if_fail (event->event != NULL && event->namespace_ != NULL && event->id != NULL);
+
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "time",
+                         g_variant_new_uint64 ((guint64) (event->time != 0 ? event->time
+                                                                           : g_get_real_time ())));
+  add_string (&builder, "event", event->event);
+  add_string (&builder, "namespace", event->namespace_);
+  add_string (&builder, "id", event->id);
+  g_variant_builder_add (&builder, "{sv}", "pid", g_variant_new_uint32 (event->pid));
+  if (event->has_exit_status)
+    g_variant_builder_add (&builder, "{sv}", "exit_status",
+                           g_variant_new_uint32 (event->exit_status));
+  if (event->reason != NULL && event->reason[0] != '\0')
+    add_string (&builder, "reason", event->reason);
+  entry = g_variant_builder_end (&builder);
+  keep (self, entry);
+
+  if (self->path == NULL)
+    return;
+  line = g_variant_print (entry, TRUE);
+  g_string_append (self->pending_lines, line);
+  g_string_append_c (self->pending_lines, '\n');
+  schedule (self);
+}
+
+static gboolean
+matches (GVariant   *entry,
+         const char *key,
+         const char *wanted)
+{
+  const char *value = NULL;
+
+  if (wanted == NULL)
+    return TRUE;
+  return g_variant_lookup (entry, key, "&s", &value) && g_str_equal (value, wanted);
+}
+
+GVariant *
+shimwatch_history_query (ShimwatchHistory *self,
+                         const char       *namespace_,
+                         const char       *id,
+                         guint             limit)
+{
+  g_autoptr(GPtrArray) found = g_ptr_array_new ();
+  GVariantBuilder builder;
+
+  g_return_val_if_fail (SHIMWATCH_IS_HISTORY (self), NULL);
+
+  for (GList *l = self->events.tail; l != NULL && (limit == 0 || found->len < limit); l = l->prev)
+    if (matches (l->data, "namespace", namespace_) && matches (l->data, "id", id))
+      g_ptr_array_add (found, l->data);
+  g_variant_builder_init (&builder, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = found->len; i > 0; i--)
+    g_variant_builder_add_value (&builder, g_ptr_array_index (found, i - 1));
+  return g_variant_builder_end (&builder);
+}
+
+/* -- counters ------------------------------------------------------------------------- */
+
+void
+shimwatch_history_get_counters (ShimwatchHistory  *self,
+                                ShimwatchCounters *counters)
+{
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+  *counters = self->counters;
+}
+
+void
+shimwatch_history_set_counters (ShimwatchHistory        *self,
+                                const ShimwatchCounters *counters)
+{
+  g_autoptr(GKeyFile) file = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+
+  self->counters = *counters;
+  if (self->counters_path == NULL)
+    return;
+  file = g_key_file_new ();
+  g_key_file_set_uint64 (file, COUNTERS_GROUP, "DisconnectCount", counters->disconnects);
+  g_key_file_set_uint64 (file, COUNTERS_GROUP, "ReapCount", counters->reaps);
+  g_key_file_set_uint64 (file, COUNTERS_GROUP, "CleanupFailureCount",
+                         counters->cleanup_failures);
+  g_free (self->pending_counters);
+  self->pending_counters = g_key_file_to_data (file, NULL, NULL);
+  schedule (self);
+}
+
+/* -- loading what an earlier run wrote ------------------------------------------------ */
+
+/* nesting of the text outside its string literals: ours is 2 deep */
+static gboolean
+shallow (const char *line)
+{
+  int depth = 0;
+  char quote = 0;
+
+  for (const char *p = line; *p != '\0'; p++)
+    {
+      if (quote != 0)
+        {
+          if (*p == '\\' && p[1] != '\0')
+            p++;
+          else if (*p == quote)
+            quote = 0;
+          continue;
+        }
+      if (*p == '\'' || *p == '"')
+        quote = *p;
+      else if (strchr ("{[(<", *p) != NULL && ++depth > LINE_MAX_DEPTH)
+        return FALSE;
+      else if (strchr ("}])>", *p) != NULL)
+        depth--;
+    }
+  return TRUE;
+}
+
+/* an entry with the keys and types GetHistory promises, or NULL */
+static GVariant *
+parse_line (const char *line)
+{
+  g_autoptr(GVariant) parsed = NULL;
+  GVariantBuilder builder;
+  static const struct { const char *key; const char *type; gboolean required; } keys[] = {
+    { "time", "t", TRUE },
+    { "event", "s", TRUE },
+    { "namespace", "s", TRUE },
+    { "id", "s", TRUE },
+    { "pid", "u", FALSE },
+    { "exit_status", "u", FALSE },
+    { "reason", "s", FALSE },
+  };
+
+  if (strlen (line) > LINE_MAX_LENGTH || !shallow (line))
+    return NULL;
+  parsed = g_variant_parse (G_VARIANT_TYPE_VARDICT, line, NULL, NULL, NULL);
+  if (parsed == NULL)
+    return NULL;
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      g_autoptr(GVariant) value = g_variant_lookup_value (parsed, keys[i].key,
+                                                         G_VARIANT_TYPE (keys[i].type));
+
+      if (value == NULL && keys[i].required)
+        {
+          g_variant_builder_clear (&builder);
+          return NULL;
+        }
+      if (value != NULL)
+        g_variant_builder_add (&builder, "{sv}", keys[i].key, value);
+    }
+  return g_variant_builder_end (&builder);
+}
+
+static void
+load_file (ShimwatchHistory *self,
+           const char       *path,
+           guint            *broken)
+{
+  g_autofree char *contents = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) lines = NULL;
+  gsize length;
+
+  if (!g_file_get_contents (path, &contents, &length, &error))
+    {
+      if (!g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        g_warning ("history: %s", error->message);
+      return;
+    }
+  if (path == self->path)
+    self->file_size = length;
+  lines = g_strsplit (contents, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      GVariant *entry;
+
+      if (lines[i][0] == '\0')
+        continue;
+      entry = parse_line (lines[i]);
+      if (entry != NULL)
+        keep (self, entry);
+      else
+        (*broken)++;
+    }
+}
+
+static void
+load_counters (ShimwatchHistory *self)
+{
+  g_autoptr(GKeyFile) file = g_key_file_new ();
+  g_autoptr(GError) error = NULL;
+  guint64 *fields[] = { &self->counters.disconnects, &self->counters.reaps,
+                        &self->counters.cleanup_failures };
+  static const char *names[] = { "DisconnectCount", "ReapCount", "CleanupFailureCount" };
+
+  if (!g_key_file_load_from_file (file, self->counters_path, G_KEY_FILE_NONE, &error))
+    {
+      if (!g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        g_warning ("history: counters start at 0: %s", error->message);
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      guint64 value = g_key_file_get_uint64 (file, COUNTERS_GROUP, names[i], &error);
+
+      if (error != NULL)
+        {
+          g_warning ("history: %s: %s starts at 0: %s", self->counters_path, names[i],
+                     error->message);
+          g_clear_error (&error);
+          continue;
+        }
+      *fields[i] = value;
+    }
+}
+
+ShimwatchHistory *
+shimwatch_history_new (const char *dir,
+                       guint       capacity,
+                       gsize       file_max)
+{
+  ShimwatchHistory *self = g_object_new (SHIMWATCH_TYPE_HISTORY, NULL);
+  guint broken = 0;
+
+  self->capacity = MAX (capacity, 1);
+  self->file_max = MAX (file_max, 1);
+  if (dir != NULL && g_mkdir_with_parents (dir, 0700) != 0)
+    g_warning ("history: cannot create %s: %s; history and counters are kept in memory only",
+               dir, g_strerror (errno));
+  else if (dir != NULL)
+    {
+      self->path = g_build_filename (dir, "history", NULL);
+      self->rotated_path = g_build_filename (dir, "history.1", NULL);
+      self->counters_path = g_build_filename (dir, "counters", NULL);
+      load_file (self, self->rotated_path, &broken);
+      load_file (self, self->path, &broken);
+      load_counters (self);
+      if (broken > 0)
+        g_warning ("history: skipped %u unreadable lines in %s", broken, dir);
+    }
+  return self;
+}
+
+static void
+shimwatch_history_finalize (GObject *object)
+{
+  ShimwatchHistory *self = SHIMWATCH_HISTORY (object);
+
+  /* whatever is queued is written before the service goes */
+  if (self->pending_lines->len > 0 || self->pending_counters != NULL)
+    hand_over (self, NULL);
+  g_thread_pool_free (self->writer, FALSE, TRUE);
+  g_clear_handle_id (&self->batch_source, g_source_remove);
+  g_queue_clear_full (&self->events, (GDestroyNotify) g_variant_unref);
+  g_string_free (self->pending_lines, TRUE);
+  g_free (self->pending_counters);
+  g_free (self->path);
+  g_free (self->rotated_path);
+  g_free (self->counters_path);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->written);
+  G_OBJECT_CLASS (shimwatch_history_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_history_class_init (ShimwatchHistoryClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = shimwatch_history_finalize;
+}
+
+static void
+shimwatch_history_init (ShimwatchHistory *self)
+{
+  g_queue_init (&self->events);
+  self->pending_lines = g_string_new (NULL);
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->written);
+  /* one thread, never exclusive: it exists only while there is something to write */
+  self->writer = g_thread_pool_new (write_job, self, 1, FALSE, NULL);
+}

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchHistory: events and counters survive a new instance on the same directory,
+ * stay bounded in memory and on disk, and broken lines cost only themselves.
+ */
+#include "config.h"
+
+#include <glib/gstdio.h>
+
+#include "shimwatch-history.h"
+
+typedef struct {
+  char *dir;
+} Fixture;
+
+static void
+fixture_set_up (Fixture       *fixture,
+                gconstpointer  data)
+{
+  fixture->dir = g_dir_make_tmp ("shimwatch-history-XXXXXX", NULL);
+  g_assert_nonnull (fixture->dir);
+}
+
+static void
+fixture_tear_down (Fixture       *fixture,
+                   gconstpointer  data)
+{
+  const char *names[] = { "history", "history.1", "counters" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *path = g_build_filename (fixture->dir, names[i], NULL);
+
+      g_unlink (path);
+    }
+  g_assert_cmpint (g_rmdir (fixture->dir), ==, 0);
+  g_free (fixture->dir);
+}
+
+static void
+add (ShimwatchHistory *history,
+     const char       *event,
+     const char       *namespace_,
+     const char       *id,
+     guint32           pid)
+{
+  ShimwatchHistoryEvent entry = {
+    .event = event,
+    .namespace_ = namespace_,
+    .id = id,
+    .pid = pid,
+    .has_exit_status = g_str_equal (event, "exit"),
+    .exit_status = 137,
+    .reason = g_str_equal (event, "exit") ? "signaled" : NULL,
+  };
+
+  shimwatch_history_add (history, &entry);
+}
+
+static char *
+events_of (GVariant *entries)
+{
+  GString *out = g_string_new (NULL);
+
+  for (gsize i = 0; i < g_variant_n_children (entries); i++)
+    {
+      g_autoptr(GVariant) entry = g_variant_get_child_value (entries, i);
+      const char *event;
+      const char *id;
+
+      g_assert_true (g_variant_lookup (entry, "event", "&s", &event));
+      g_assert_true (g_variant_lookup (entry, "id", "&s", &id));
+      g_string_append_printf (out, "%s%s:%s", i > 0 ? " " : "", id, event);
+    }
+  return g_string_free (out, FALSE);
+}
+
+static void
+test_query (Fixture       *fixture,
+            gconstpointer  data)
+{
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (NULL, 100, 1024);
+  g_autoptr(GVariant) all = NULL;
+  g_autoptr(GVariant) web = NULL;
+  g_autoptr(GVariant) last = NULL;
+  g_autoptr(GVariant) other = NULL;
+  g_autoptr(GVariant) exit_entry = NULL;
+  g_autofree char *text = NULL;
+  guint32 status;
+  guint64 time;
+  const char *reason;
+
+  add (history, "create", "default", "web", 10);
+  add (history, "create", "other", "web", 11);
+  add (history, "start", "default", "db", 12);
+  add (history, "exit", "default", "web", 10);
+
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  text = events_of (all);
+  g_assert_cmpstr (text, ==, "web:create web:create db:start web:exit");
+  g_clear_pointer (&text, g_free);
+
+  web = g_variant_ref_sink (shimwatch_history_query (history, "default", "web", 0));
+  text = events_of (web);
+  g_assert_cmpstr (text, ==, "web:create web:exit");
+  g_clear_pointer (&text, g_free);
+
+  /* the newest, newest last */
+  last = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 2));
+  text = events_of (last);
+  g_assert_cmpstr (text, ==, "db:start web:exit");
+  g_clear_pointer (&text, g_free);
+
+  other = g_variant_ref_sink (shimwatch_history_query (history, "other", NULL, 0));
+  g_assert_cmpuint (g_variant_n_children (other), ==, 1);
+
+  exit_entry = g_variant_get_child_value (web, 1);
+  g_assert_true (g_variant_lookup (exit_entry, "exit_status", "u", &status));
+  g_assert_cmpuint (status, ==, 137);
+  g_assert_true (g_variant_lookup (exit_entry, "reason", "&s", &reason));
+  g_assert_cmpstr (reason, ==, "signaled");
+  g_assert_true (g_variant_lookup (exit_entry, "time", "t", &time));
+  g_assert_cmpuint (time, >, 0);
+  {
+    g_autoptr(GVariant) create_entry = g_variant_get_child_value (web, 0);
+
+    g_assert_false (g_variant_lookup (create_entry, "exit_status", "u", &status));
+  }
+}
+
+static void
+test_capacity (Fixture       *fixture,
+               gconstpointer  data)
+{
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (NULL, 3, 1024);
+  g_autoptr(GVariant) all = NULL;
+  g_autofree char *text = NULL;
+
+  for (guint i = 0; i < 10; i++)
+    {
+      g_autofree char *id = g_strdup_printf ("t%u", i);
+
+      add (history, "create", "default", id, i);
+    }
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  text = events_of (all);
+  g_assert_cmpstr (text, ==, "t7:create t8:create t9:create");
+}
+
+static void
+test_survives (Fixture       *fixture,
+               gconstpointer  data)
+{
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  g_autoptr(GVariant) before = NULL;
+  g_autoptr(GVariant) after = NULL;
+  ShimwatchCounters counters = { .disconnects = 3, .reaps = 2, .cleanup_failures = 1 };
+  ShimwatchCounters loaded = { 0 };
+
+  add (history, "create", "default", "web", 10);
+  add (history, "exit", "default", "web", 10);
+  /* a reason that is not UTF-8 is kept, made valid */
+  {
+    ShimwatchHistoryEvent odd = { .event = "disconnected", .namespace_ = "default",
+                                  .id = "web", .reason = "bad \xff byte\nnext line" };
+
+    shimwatch_history_add (history, &odd);
+  }
+  shimwatch_history_set_counters (history, &counters);
+  before = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_clear_object (&history);     /* writes what is queued */
+
+  history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  after = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_assert_true (g_variant_equal (before, after));
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpuint (loaded.disconnects, ==, 3);
+  g_assert_cmpuint (loaded.reaps, ==, 2);
+  g_assert_cmpuint (loaded.cleanup_failures, ==, 1);
+}
+
+static void
+test_broken_lines (Fixture       *fixture,
+                   gconstpointer  data)
+{
+  g_autofree char *path = g_build_filename (fixture->dir, "history", NULL);
+  g_autofree char *counters = g_build_filename (fixture->dir, "counters", NULL);
+  g_autoptr(ShimwatchHistory) history = NULL;
+  g_autoptr(GVariant) all = NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *deep = NULL;
+  g_autoptr(GString) contents = g_string_new (NULL);
+  ShimwatchCounters loaded = { 0 };
+
+  deep = g_strnfill (100000, '[');
+  g_string_append (contents, "{'time': <uint64 5>, 'event': <'create'>, 'namespace': <'default'>, "
+                             "'id': <'good'>, 'pid': <uint32 1>}\n");
+  g_string_append (contents, "not a variant\n");
+  g_string_append (contents, "{'time': <'a string'>, 'event': <'create'>, 'namespace': <'n'>, "
+                             "'id': <'wrongtype'>}\n");
+  g_string_append (contents, "{'event': <'create'>, 'namespace': <'n'>, 'id': <'notime'>}\n");
+  g_string_append_printf (contents, "%s\n", deep);
+  g_string_append (contents, "{'time': <uint64 6>, 'event': <'start'>, 'namespace': <'default'>, "
+                             "'id': <'good'>, 'extra': <42>}\n");
+  g_string_append (contents, "{'time': <uint64 7>, 'event': <'ex");     /* cut short */
+  g_assert_true (g_file_set_contents (path, contents->str, (gssize) contents->len, NULL));
+  g_assert_true (g_file_set_contents (counters, "[Counters]\nReapCount=seven\nDisconnectCount=4\n",
+                                      -1, NULL));
+
+  g_test_expect_message ("ShimwatchHistory", G_LOG_LEVEL_WARNING, "*ReapCount starts at 0*");
+  g_test_expect_message ("ShimwatchHistory", G_LOG_LEVEL_WARNING, "*CleanupFailureCount*");
+  g_test_expect_message ("ShimwatchHistory", G_LOG_LEVEL_WARNING, "*skipped 5 unreadable*");
+  history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  g_test_assert_expected_messages ();
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  text = events_of (all);
+  g_assert_cmpstr (text, ==, "good:create good:start");
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpuint (loaded.disconnects, ==, 4);
+  g_assert_cmpuint (loaded.reaps, ==, 0);
+}
+
+static void
+test_rotation (Fixture       *fixture,
+               gconstpointer  data)
+{
+  g_autofree char *path = g_build_filename (fixture->dir, "history", NULL);
+  g_autofree char *rotated = g_build_filename (fixture->dir, "history.1", NULL);
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (fixture->dir, 50, 8192);
+  g_autoptr(GVariant) all = NULL;
+  GStatBuf st;
+  gsize total = 0;
+
+  for (guint round = 0; round < 20; round++)
+    {
+      for (guint i = 0; i < 10; i++)
+        {
+          g_autofree char *id = g_strdup_printf ("task%u-%u", round, i);
+
+          add (history, "create", "default", id, i);
+        }
+      shimwatch_history_sync (history);
+      /* never more than twice the limit and one batch */
+      total = 0;
+      if (g_stat (path, &st) == 0)
+        total += (gsize) st.st_size;
+      if (g_stat (rotated, &st) == 0)
+        total += (gsize) st.st_size;
+      g_assert_cmpuint (total, <, 2 * 8192 + 2048);
+    }
+  g_assert_true (g_file_test (rotated, G_FILE_TEST_EXISTS));
+  g_clear_object (&history);
+
+  /* what the files still hold fills the memory again, newest last */
+  history = shimwatch_history_new (fixture->dir, 50, 8192);
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_assert_cmpuint (g_variant_n_children (all), ==, 50);
+  {
+    g_autoptr(GVariant) newest = g_variant_get_child_value (all, 49);
+    const char *id;
+
+    g_assert_true (g_variant_lookup (newest, "id", "&s", &id));
+    g_assert_cmpstr (id, ==, "task19-9");
+  }
+}
+
+static void
+test_unwritable_dir (void)
+{
+  g_autoptr(ShimwatchHistory) history = NULL;
+  g_autoptr(GVariant) all = NULL;
+
+  /* nobody, root included, creates directories in /proc */
+  g_test_expect_message ("ShimwatchHistory", G_LOG_LEVEL_WARNING, "*cannot create*");
+  history = shimwatch_history_new ("/proc/shimwatch-history", 10, 1024);
+  g_test_assert_expected_messages ();
+  add (history, "create", "default", "web", 1);
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_assert_cmpuint (g_variant_n_children (all), ==, 1);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add ("/history/query", Fixture, NULL, fixture_set_up, test_query, fixture_tear_down);
+  g_test_add ("/history/capacity", Fixture, NULL, fixture_set_up, test_capacity,
+              fixture_tear_down);
+  g_test_add ("/history/survives", Fixture, NULL, fixture_set_up, test_survives,
+              fixture_tear_down);
+  g_test_add ("/history/broken-lines", Fixture, NULL, fixture_set_up, test_broken_lines,
+              fixture_tear_down);
+  g_test_add ("/history/rotation", Fixture, NULL, fixture_set_up, test_rotation,
+              fixture_tear_down);
+  g_test_add_func ("/history/unwritable-dir", test_unwritable_dir);
+  return g_test_run ();
+}
