@@ -262,6 +262,49 @@ shimwatch_task_client_kill_finish (ShimwatchTaskClient  *self,
 }
 
 void
+shimwatch_task_client_pause_async (ShimwatchTaskClient *self,
+                                   guint                timeout_ms,
+                                   GAsyncReadyCallback  callback,
+                                   gpointer             user_data)
+{
+  g_return_if_fail (SHIMWATCH_IS_TASK_CLIENT (self));
+  call (self, shimwatch_task_client_pause_async, "Pause",
+        shimwatch_wire_encode_pause_request (self->id), timeout_ms, FALSE, callback, user_data);
+}
+
+gboolean
+shimwatch_task_client_pause_finish (ShimwatchTaskClient  *self,
+                                    GAsyncResult         *result,
+                                    GError              **error)
+{
+  g_autoptr(GBytes) payload = call_finish (self, result, shimwatch_task_client_pause_async, error);
+
+  return payload != NULL && shimwatch_wire_decode_empty (payload, error);
+}
+
+void
+shimwatch_task_client_resume_async (ShimwatchTaskClient *self,
+                                    guint                timeout_ms,
+                                    GAsyncReadyCallback  callback,
+                                    gpointer             user_data)
+{
+  g_return_if_fail (SHIMWATCH_IS_TASK_CLIENT (self));
+  call (self, shimwatch_task_client_resume_async, "Resume",
+        shimwatch_wire_encode_resume_request (self->id), timeout_ms, FALSE, callback, user_data);
+}
+
+gboolean
+shimwatch_task_client_resume_finish (ShimwatchTaskClient  *self,
+                                     GAsyncResult         *result,
+                                     GError              **error)
+{
+  g_autoptr(GBytes) payload = call_finish (self, result, shimwatch_task_client_resume_async,
+                                           error);
+
+  return payload != NULL && shimwatch_wire_decode_empty (payload, error);
+}
+
+void
 shimwatch_task_client_wait_async (ShimwatchTaskClient *self,
                                   guint                timeout_ms,
                                   GAsyncReadyCallback  callback,

@@ -73,6 +73,21 @@ void     shimwatch_task_client_kill_async     (ShimwatchTaskClient         *self
 gboolean shimwatch_task_client_kill_finish    (ShimwatchTaskClient         *self,
                                                GAsyncResult                *result,
                                                GError                     **error);
+/* Pause / Resume: freeze and thaw every process of the task */
+void     shimwatch_task_client_pause_async    (ShimwatchTaskClient         *self,
+                                               guint                        timeout_ms,
+                                               GAsyncReadyCallback          callback,
+                                               gpointer                     user_data);
+gboolean shimwatch_task_client_pause_finish   (ShimwatchTaskClient         *self,
+                                               GAsyncResult                *result,
+                                               GError                     **error);
+void     shimwatch_task_client_resume_async   (ShimwatchTaskClient         *self,
+                                               guint                        timeout_ms,
+                                               GAsyncReadyCallback          callback,
+                                               gpointer                     user_data);
+gboolean shimwatch_task_client_resume_finish  (ShimwatchTaskClient         *self,
+                                               GAsyncResult                *result,
+                                               GError                     **error);
 /* Wait blocks until the task exits: pass timeout_ms = 0 for no deadline */
 void     shimwatch_task_client_wait_async     (ShimwatchTaskClient         *self,
                                                guint                        timeout_ms,

@@ -610,6 +610,56 @@ shimwatch_wire_oci_config_root_path (const char  *contents,
   return g_strdup (json_node_get_string (path_node));
 }
 
+GStrv
+shimwatch_wire_oci_process_args (const char  *contents,
+                                 gsize        length,
+                                 GError     **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) local_error = NULL;
+  JsonNode *node;
+  JsonArray *array;
+
+  if (!load_json (parser, contents, length, &local_error))
+    {
+      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                   "config.json: %s", local_error->message);
+      return NULL;
+    }
+  node = json_parser_get_root (parser);
+  if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
+    node = json_object_get_member (json_node_get_object (node), "process");
+  if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
+    node = json_object_get_member (json_node_get_object (node), "args");
+  else
+    node = NULL;
+  if (node != NULL && !JSON_NODE_HOLDS_NULL (node))
+    {
+      if (!JSON_NODE_HOLDS_ARRAY (node))
+        {
+          g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                               "config.json's \"process.args\" is not an array");
+          return NULL;
+        }
+      array = json_node_get_array (node);
+      for (guint i = 0; i < json_array_get_length (array); i++)
+        {
+          JsonNode *arg = json_array_get_element (array, i);
+
+          if (!JSON_NODE_HOLDS_VALUE (arg) || json_node_get_value_type (arg) != G_TYPE_STRING)
+            {
+              g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                                   "config.json's \"process.args\" holds a non-string");
+              return NULL;
+            }
+          g_ptr_array_add (args, g_strdup (json_node_get_string (arg)));
+        }
+    }
+  g_ptr_array_add (args, NULL);
+  return (GStrv) g_ptr_array_steal (args, NULL);
+}
+
 GBytes *
 shimwatch_wire_rewrite_oci_config (const char  *contents,
                                    gsize        length,
@@ -838,6 +888,24 @@ shimwatch_wire_encode_shutdown_request (const char *id,
 
   request.id = (char *) id;
   request.now = now;
+  return pack_message (&request.base);
+}
+
+GBytes *
+shimwatch_wire_encode_pause_request (const char *id)
+{
+  Containerd__Task__V2__PauseRequest request = CONTAINERD__TASK__V2__PAUSE_REQUEST__INIT;
+
+  request.id = (char *) id;
+  return pack_message (&request.base);
+}
+
+GBytes *
+shimwatch_wire_encode_resume_request (const char *id)
+{
+  Containerd__Task__V2__ResumeRequest request = CONTAINERD__TASK__V2__RESUME_REQUEST__INIT;
+
+  request.id = (char *) id;
   return pack_message (&request.base);
 }
 
@@ -1265,6 +1333,11 @@ shimwatch_record_free (ShimwatchRecord *record)
   g_free (record->status);
   g_free (record->pending_signal);
   g_free (record->cgroup_path);
+  g_free (record->owner);
+  g_free (record->bundle_source);
+  g_strfreev (record->command);
+  g_clear_pointer (&record->labels, g_variant_unref);
+  g_free (record->exit_reason);
   g_free (record);
 }
 
@@ -1306,6 +1379,32 @@ shimwatch_wire_encode_record (const ShimwatchRecord *record)
   BOOL ("disconnected", record->disconnected);
   BOOL ("deleted", record->deleted);
   BOOL ("delete_emitted", record->delete_emitted);
+  STRING ("owner", record->owner);
+  STRING ("bundle_source", record->bundle_source);
+  json_builder_set_member_name (builder, "command");
+  json_builder_begin_array (builder);
+  for (guint i = 0; record->command != NULL && record->command[i] != NULL; i++)
+    json_builder_add_string_value (builder, record->command[i]);
+  json_builder_end_array (builder);
+  json_builder_set_member_name (builder, "labels");
+  json_builder_begin_object (builder);
+  if (record->labels != NULL)
+    {
+      GVariantIter iter;
+      const char *key;
+      const char *value;
+
+      g_variant_iter_init (&iter, record->labels);
+      while (g_variant_iter_next (&iter, "{&s&s}", &key, &value))
+        {
+          json_builder_set_member_name (builder, key);
+          json_builder_add_string_value (builder, value);
+        }
+    }
+  json_builder_end_object (builder);
+  INT ("started_at", record->started_at);
+  STRING ("exit_reason", record->exit_reason);
+  BOOL ("oom", record->oom);
   STRING ("pending_signal", record->pending_signal);
   /* last, and a number: the ledger flips this one digit in place */
   INT ("pending_sent", record->pending_sent ? 1 : 0);
@@ -1335,6 +1434,104 @@ record_member (JsonObject  *object,
                "record field \"%s\" is missing or not a %s", key,
                type == G_TYPE_STRING ? "string" : type == G_TYPE_BOOLEAN ? "boolean" : "number");
   return FALSE;
+}
+
+/* the optional members that describe the task (owner, bundle_source, command, labels,
+ * started_at, exit_reason, oom): absent is empty, present must have the right type */
+static gboolean
+decode_record_description (JsonObject       *object,
+                           ShimwatchRecord  *record,
+                           GError          **error)
+{
+  static const struct { const char *key; gsize offset; } strings[] = {
+    { "owner", G_STRUCT_OFFSET (ShimwatchRecord, owner) },
+    { "bundle_source", G_STRUCT_OFFSET (ShimwatchRecord, bundle_source) },
+    { "exit_reason", G_STRUCT_OFFSET (ShimwatchRecord, exit_reason) },
+  };
+  g_autoptr(GPtrArray) command = g_ptr_array_new_with_free_func (g_free);
+  GVariantBuilder labels;
+  JsonNode *node;
+
+  for (guint i = 0; i < G_N_ELEMENTS (strings); i++)
+    {
+      if (json_object_has_member (object, strings[i].key))
+        {
+          if (!record_member (object, strings[i].key, G_TYPE_STRING, &node, error))
+            return FALSE;
+          G_STRUCT_MEMBER (char *, record, strings[i].offset) =
+            g_utf8_make_valid (json_node_get_string (node), -1);
+        }
+      else
+        G_STRUCT_MEMBER (char *, record, strings[i].offset) = g_strdup ("");
+    }
+  if (json_object_has_member (object, "started_at"))
+    {
+      if (!record_member (object, "started_at", G_TYPE_INT64, &node, error))
+        return FALSE;
+      record->started_at = MAX (json_node_get_int (node), 0);
+    }
+  if (json_object_has_member (object, "oom"))
+    {
+      if (!record_member (object, "oom", G_TYPE_BOOLEAN, &node, error))
+        return FALSE;
+      record->oom = json_node_get_boolean (node);
+    }
+
+  node = json_object_get_member (object, "command");
+  if (node != NULL)
+    {
+      JsonArray *array = JSON_NODE_HOLDS_ARRAY (node) ? json_node_get_array (node) : NULL;
+
+      for (guint i = 0; array != NULL && i < json_array_get_length (array); i++)
+        {
+          JsonNode *arg = json_array_get_element (array, i);
+
+          if (!JSON_NODE_HOLDS_VALUE (arg) || json_node_get_value_type (arg) != G_TYPE_STRING)
+            array = NULL;
+          else
+            g_ptr_array_add (command, g_utf8_make_valid (json_node_get_string (arg), -1));
+        }
+      if (array == NULL)
+        {
+          g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                               "record field \"command\" is not an array of strings");
+          return FALSE;
+        }
+    }
+  g_ptr_array_add (command, NULL);
+  record->command = (GStrv) g_ptr_array_steal (command, NULL);
+
+  g_variant_builder_init (&labels, G_VARIANT_TYPE ("a{ss}"));
+  node = json_object_get_member (object, "labels");
+  if (node != NULL)
+    {
+      JsonObject *map = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+      g_autoptr(GList) members = map != NULL ? json_object_get_members (map) : NULL;
+
+      for (GList *l = members; map != NULL && l != NULL; l = l->next)
+        {
+          JsonNode *value = json_object_get_member (map, l->data);
+          g_autofree char *key = g_utf8_make_valid (l->data, -1);
+          g_autofree char *text = NULL;
+
+          if (!JSON_NODE_HOLDS_VALUE (value) || json_node_get_value_type (value) != G_TYPE_STRING)
+            {
+              map = NULL;
+              break;
+            }
+          text = g_utf8_make_valid (json_node_get_string (value), -1);
+          g_variant_builder_add (&labels, "{ss}", key, text);
+        }
+      if (map == NULL)
+        {
+          g_variant_builder_clear (&labels);
+          g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                               "record field \"labels\" is not an object of strings");
+          return FALSE;
+        }
+    }
+  record->labels = g_variant_ref_sink (g_variant_builder_end (&labels));
+  return TRUE;
 }
 
 ShimwatchRecord *
@@ -1457,6 +1654,8 @@ shimwatch_wire_decode_record (const char  *data,
       if (json_node_get_string (node)[0] != '\0')
         record->cgroup_path = g_strdup (json_node_get_string (node));
     }
+  if (!decode_record_description (object, record, error))
+    return NULL;
 
   /* what names files and processes must be as safe as what a D-Bus caller may send */
   if (!shimwatch_identifier_validate ("namespace", record->namespace_, error) ||

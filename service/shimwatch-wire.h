@@ -137,6 +137,11 @@ char   *shimwatch_wire_oci_config_root_path (const char  *contents,
                                              gsize        length,
                                              GError     **error);
 
+/* process.args of an OCI config.json (NULL-terminated, maybe empty) */
+GStrv   shimwatch_wire_oci_process_args (const char  *contents,
+                                         gsize        length,
+                                         GError     **error);
+
 /* Copy of an OCI config.json whose root.path is made absolute against bundle_dir, so the
  * rootfs stays referenced (not copied) from a task directory elsewhere, and whose
  * linux.cgroupsPath is default_cgroups_path when the bundle names none. *cgroups_path
@@ -205,6 +210,9 @@ GBytes  *shimwatch_wire_encode_kill_request       (const char               *id,
                                                    gboolean                  all);
 GBytes  *shimwatch_wire_encode_shutdown_request   (const char               *id,
                                                    gboolean                  now);
+/* PauseRequest and ResumeRequest: {id = 1} */
+GBytes  *shimwatch_wire_encode_pause_request      (const char               *id);
+GBytes  *shimwatch_wire_encode_resume_request     (const char               *id);
 gboolean shimwatch_wire_decode_connect_response   (GBytes                   *payload,
                                                    guint32                  *shim_pid,
                                                    guint32                  *task_pid,
@@ -286,6 +294,14 @@ typedef struct {
   gboolean      disconnected;      /* ShimDisconnected went out: cleanup is under way */
   gboolean      deleted;           /* a normal Delete completed */
   gboolean      delete_emitted;    /* TaskDelete went out: only files are left to remove */
+  /* what the task is and how it ended; optional (absent from records of 0.1.0) */
+  char         *owner;             /* "shimwatch" */
+  char         *bundle_source;     /* the bundle path CreateTask was given */
+  GStrv         command;           /* process.args */
+  GVariant     *labels;            /* a{ss} */
+  gint64        started_at;
+  char         *exit_reason;       /* "" while running */
+  gboolean      oom;               /* the shim reported an OOM kill */
   /* the signal (ShimDisconnected, TaskExit, TaskDelete) whose flag above this record sets
    * ahead of time, or NULL; pending_sent says whether it went out. The flag holds only if
    * it did: the signal ledger turns the single digit of "pending_sent" from 0 to 1 in
