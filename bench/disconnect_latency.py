@@ -62,7 +62,8 @@ def main():
     with open(config, "w") as f:
         f.write("[Service]\nHealthInterval=0\n")
     log = open(os.path.join(work, "shimwatchd.log"), "w")
-    daemon = subprocess.Popen([it.SHIMWATCHD, "--runtime-dir", runtime_dir, "--config", config],
+    daemon = subprocess.Popen([it.SHIMWATCHD, "--runtime-dir", runtime_dir,
+                               "--state-dir", os.path.join(work, "state"), "--config", config],
                               stdout=log, stderr=subprocess.STDOUT)
     bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
 

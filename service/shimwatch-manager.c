@@ -14,6 +14,7 @@
 #include "shimwatch-events-server.h"
 #include "shimwatch-file.h"
 #include "shimwatch-log-store.h"
+#include "shimwatch-history.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
@@ -44,6 +45,7 @@ struct _ShimwatchManager
   ShimwatchLogStore            *logs;
   GDBusObjectManagerServer     *object_manager;
   ShimwatchSignalLedger        *ledger;
+  ShimwatchHistory             *history;    /* events and counters, under the state dir */
   GDBusConnection              *filtered;   /* the ledger watches its outgoing signals */
   guint                         filter_id;
 
@@ -162,6 +164,20 @@ remove_all_unused_cgroup_parents (ShimwatchManager *self)
 
 /* -- shim lifecycle ------------------------------------------------------------------- */
 
+/* the counters survive restarts: the history keeps them under the state directory */
+static void
+save_counters (ShimwatchManager *self)
+{
+  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
+  ShimwatchCounters counters = {
+    .disconnects = shimwatch_dbus_manager_get_disconnect_count (iface),
+    .reaps = shimwatch_dbus_manager_get_reap_count (iface),
+    .cleanup_failures = shimwatch_dbus_manager_get_cleanup_failure_count (iface),
+  };
+
+  shimwatch_history_set_counters (self->history, &counters);
+}
+
 static void
 shim_disconnected_cb (ShimwatchShim    *shim,
                       ShimwatchManager *self)
@@ -170,6 +186,7 @@ shim_disconnected_cb (ShimwatchShim    *shim,
 
   shimwatch_dbus_manager_set_disconnect_count (iface,
     shimwatch_dbus_manager_get_disconnect_count (iface) + 1);
+  save_counters (self);
 }
 
 static void
@@ -190,14 +207,27 @@ complete_reaps (ShimwatchManager *self,
 
 static void
 count_cleanup (ShimwatchManager *self,
-               gboolean          failed)
+               const char       *namespace_,
+               const char       *id,
+               guint32           exit_status,
+               const char       *failure)
 {
   ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
+  ShimwatchHistoryEvent event = {
+    .event = "reap",
+    .namespace_ = namespace_,
+    .id = id,
+    .has_exit_status = TRUE,
+    .exit_status = exit_status,
+    .reason = failure,
+  };
 
   shimwatch_dbus_manager_set_reap_count (iface, shimwatch_dbus_manager_get_reap_count (iface) + 1);
-  if (failed)
+  if (failure != NULL)
     shimwatch_dbus_manager_set_cleanup_failure_count (iface,
       shimwatch_dbus_manager_get_cleanup_failure_count (iface) + 1);
+  save_counters (self);
+  shimwatch_history_add (self->history, &event);
 }
 
 static void
@@ -219,7 +249,9 @@ shim_finished_cb (ShimwatchShim    *shim,
   remove_unused_cgroup_parents (self, shimwatch_shim_get_namespace (shim));
   update_shim_count (self);
   if (reaped)
-    count_cleanup (self, cleanup_failed);
+    count_cleanup (self, shimwatch_shim_get_namespace (shim), shimwatch_shim_get_id (shim),
+                   shimwatch_shim_get_last_exit_status (shim),
+                   cleanup_failed ? "the shim's delete command failed or timed out" : NULL);
   complete_reaps (self, key, shimwatch_shim_get_last_exit_status (shim));
 }
 
@@ -294,6 +326,8 @@ typedef struct {
   char                  *task_dir;
   char                  *cgroup_path;    /* claimed in cgroup_users while set */
   char                  *stdio[3];
+  GVariant              *labels;     /* a{ss} */
+  GStrv                  command;    /* process.args of the bundle's config.json */
   gboolean               terminal;
   gboolean               start;
   gboolean               log;          /* keep the output of streams given no path */
@@ -328,6 +362,8 @@ create_data_free (CreateData *data)
   g_free (data->task_dir);
   for (guint i = 0; i < G_N_ELEMENTS (data->stdio); i++)
     g_free (data->stdio[i]);
+  g_clear_pointer (&data->labels, g_variant_unref);
+  g_strfreev (data->command);
   g_clear_object (&data->shim);
   g_clear_object (&data->task_log);
   g_free (data);
@@ -460,6 +496,8 @@ create_shim_started_cb (GObject      *source,
                                    data->shim_binary, data->task_dir);
   shimwatch_shim_set_cgroup_path (data->shim, data->cgroup_path);
   shimwatch_shim_set_task_log (data->shim, data->task_log);
+  shimwatch_shim_set_description (data->shim, data->bundle,
+                                  (const char * const *) data->command, data->labels);
   if (handle == NULL)
     {
       create_fail (data, error);
@@ -509,6 +547,20 @@ open_task_log (CreateData  *data,
     data->stdio[2] = g_strdup (shimwatch_task_log_get_fifo (data->task_log,
                                                             SHIMWATCH_TASK_LOG_STDERR));
   return TRUE;
+}
+
+/* process.args of the config.json the task directory now holds (checked when copied) */
+static GStrv
+read_command (const char  *task_dir,
+              GError     **error)
+{
+  g_autofree char *path = g_build_filename (task_dir, "config.json", NULL);
+  g_autofree char *contents = NULL;
+  gsize length;
+
+  if (!g_file_get_contents (path, &contents, &length, error))
+    return NULL;
+  return shimwatch_wire_oci_process_args (contents, length, error);
 }
 
 static void
@@ -609,6 +661,12 @@ create_caller_known_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
+  data->command = read_command (data->task_dir, &error);
+  if (data->command == NULL)
+    {
+      create_fail (data, error);
+      return;
+    }
   shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
                                   data->task_dir, create_shim_started_cb, data);
 }
@@ -672,11 +730,13 @@ parse_create_options (CreateData  *data,
       if (g_str_equal (key, "start") || g_str_equal (key, "terminal") ||
           g_str_equal (key, "log"))
         expected = G_VARIANT_TYPE_BOOLEAN;
+      else if (g_str_equal (key, "labels"))
+        expected = G_VARIANT_TYPE ("a{ss}");
       else if (!g_str_equal (key, "runtime") && stdio_index < 0)
         {
           g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
                        "unknown option \"%s\" (known: runtime, start, stdin, stdout, stderr, "
-                       "terminal, log)", key);
+                       "terminal, log, labels)", key);
           return FALSE;
         }
       if (!g_variant_is_of_type (value, expected))
@@ -698,6 +758,13 @@ parse_create_options (CreateData  *data,
         data->terminal = g_variant_get_boolean (value);
       else if (g_str_equal (key, "log"))
         data->log = g_variant_get_boolean (value);
+      else if (g_str_equal (key, "labels"))
+        {
+          if (!shimwatch_shim_validate_labels (value, error))
+            return FALSE;
+          g_clear_pointer (&data->labels, g_variant_unref);
+          data->labels = g_variant_ref (value);
+        }
       else
         {
           g_free (data->stdio[stdio_index]);
@@ -807,6 +874,76 @@ handle_get_shim (ShimwatchDbusManager  *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+static gboolean
+handle_get_history (ShimwatchDbusManager  *iface,
+                    GDBusMethodInvocation *invocation,
+                    GVariant              *arg_options)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autoptr(GError) error = NULL;
+  const char *namespace_ = NULL;
+  const char *id = NULL;
+  guint32 limit = 100;
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+
+  g_variant_iter_init (&iter, arg_options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr(GVariant) owned = value;
+      gboolean is_limit = g_str_equal (key, "limit");
+
+      if (!is_limit && !g_str_equal (key, "namespace") && !g_str_equal (key, "id"))
+        {
+          g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                 "unknown option \"%s\" (known: limit, "
+                                                 "namespace, id)", key);
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      if (is_limit &&
+          (!g_variant_is_of_type (value, G_VARIANT_TYPE_UINT32) ||
+           g_variant_get_uint32 (value) < 1 ||
+           g_variant_get_uint32 (value) > SHIMWATCH_HISTORY_CAPACITY))
+        {
+          g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                 "option \"limit\" must be u, 1 to %u",
+                                                 SHIMWATCH_HISTORY_CAPACITY);
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      if (!is_limit && !g_variant_is_of_type (value, G_VARIANT_TYPE_STRING))
+        {
+          g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                 "option \"%s\" must be of type s, not %s",
+                                                 key, g_variant_get_type_string (value));
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      if (is_limit)
+        limit = g_variant_get_uint32 (value);
+      else if (!shimwatch_identifier_validate (key, g_variant_get_string (value, NULL),
+                                               &error))
+        {
+          g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
+                                                         SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                         error->message);
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+      else if (g_str_equal (key, "namespace"))
+        namespace_ = g_variant_get_string (value, NULL);
+      else
+        id = g_variant_get_string (value, NULL);
+    }
+  /* the strings stay valid: arg_options holds them */
+  shimwatch_dbus_manager_complete_get_history (iface, invocation,
+                                               shimwatch_history_query (self->history,
+                                                                        namespace_, id,
+                                                                        limit));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 /* -- Reap ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -837,7 +974,9 @@ orphan_cleanup_done_cb (GObject      *source,
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
   remove_unused_cgroup_parents (data->self, data->namespace_);
-  count_cleanup (data->self, !outcome->delete_ok);
+  count_cleanup (data->self, data->namespace_, data->id,
+                 outcome->delete_ok ? outcome->deleted.exit_status : 255,
+                 outcome->delete_ok ? NULL : outcome->delete_error);
   if (!outcome->removed)
     {
       /* not a success: the state stays on disk, for another try */
@@ -1368,6 +1507,12 @@ shimwatch_manager_get_signal_ledger (ShimwatchManager *self)
   return self->ledger;
 }
 
+ShimwatchHistory *
+shimwatch_manager_get_history (ShimwatchManager *self)
+{
+  return self->history;
+}
+
 guint
 shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
 {
@@ -1396,6 +1541,7 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   g_autofree char *shim_address = NULL;
   g_autofree char *description = NULL;
   ShimwatchLauncherConfig launcher_config = { 0 };
+  ShimwatchCounters counters = { 0 };
 
   self->config = shimwatch_config_copy (config);
 
@@ -1442,6 +1588,16 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
     if (self->logs == NULL)
       return NULL;
   }
+
+  /* what happened before this run: recent events, and the counters it goes on from */
+  self->history = shimwatch_history_new (config->state_dir, SHIMWATCH_HISTORY_CAPACITY,
+                                         SHIMWATCH_HISTORY_FILE_MAX);
+  shimwatch_history_get_counters (self->history, &counters);
+  shimwatch_dbus_manager_set_disconnect_count (SHIMWATCH_DBUS_MANAGER (self),
+                                               counters.disconnects);
+  shimwatch_dbus_manager_set_reap_count (SHIMWATCH_DBUS_MANAGER (self), counters.reaps);
+  shimwatch_dbus_manager_set_cleanup_failure_count (SHIMWATCH_DBUS_MANAGER (self),
+                                                    counters.cleanup_failures);
 
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   return g_steal_pointer (&self);
@@ -1496,6 +1652,7 @@ shimwatch_manager_finalize (GObject *object)
     g_dbus_connection_remove_filter (self->filtered, self->filter_id);
   g_clear_object (&self->filtered);
   g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
+  g_clear_object (&self->history);     /* writes what is still queued */
   g_clear_object (&self->object_manager);
   g_clear_object (&self->authority);
   g_clear_object (&self->logs);
@@ -1518,6 +1675,7 @@ shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface)
   iface->handle_list_shims = handle_list_shims;
   iface->handle_get_shim = handle_get_shim;
   iface->handle_reap = handle_reap;
+  iface->handle_get_history = handle_get_history;
 }
 
 static void

@@ -12,6 +12,7 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-dbus-generated.h"
+#include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-signal-ledger.h"
 
@@ -47,5 +48,6 @@ ShimwatchCgroupHost *shimwatch_manager_get_cgroups        (ShimwatchManager     
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
 const char         *shimwatch_manager_get_runc_root       (ShimwatchManager       *self);
 ShimwatchSignalLedger *shimwatch_manager_get_signal_ledger (ShimwatchManager       *self);
+ShimwatchHistory   *shimwatch_manager_get_history         (ShimwatchManager       *self);
 
 G_END_DECLS

@@ -19,8 +19,15 @@
 #include "shimwatch-names.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-task-log.h"
+#include "shimwatch-task-stats.h"
 
 #define RPC_TIMEOUT_MS      10000
+#define STOP_DEFAULT_S      10
+#define STOP_MAX_S          3600
+/* after Stop's SIGKILL: a task that still has not exited is reported, not waited for */
+#define STOP_KILL_GRACE_MS  30000
+#define LABELS_MAX          256
+#define LABEL_MAX_BYTES     4096
 #define SHUTDOWN_TIMEOUT_MS 3000
 #define HEALTH_TIMEOUT_MS   5000
 
@@ -63,6 +70,12 @@ struct _ShimwatchShim
   ShimwatchExit        exit;           /* the real or synthesized exit, once known */
   GDBusMethodInvocation *delete_invocation;
   ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
+
+  gboolean             oom;            /* the shim reported an OOM kill */
+  ShimwatchTaskCgroup *cgroup;         /* the task's cgroup, once it has a process */
+  GPtrArray           *stop_waiters;   /* Stop invocations waiting for the exit */
+  guint                stop_timer;     /* SIGKILL when it fires, then give up */
+  gboolean             stop_killed;
 };
 
 enum {
@@ -173,6 +186,49 @@ fill_record (ShimwatchShim   *self,
   record->disconnected = self->disconnected;
   record->deleted = self->deleted;
   record->delete_emitted = self->delete_emitted;
+  record->owner = (char *) shimwatch_dbus_shim_get_owner (iface);
+  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
+  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
+  record->labels = shimwatch_dbus_shim_get_labels (iface);
+  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
+  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
+  record->oom = self->oom;
+}
+
+static void
+add_history (ShimwatchShim *self,
+             const char    *event,
+             guint32        pid,
+             gboolean       has_exit_status,
+             guint32        exit_status,
+             const char    *reason)
+{
+  ShimwatchHistoryEvent entry = {
+    .event = event,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .pid = pid,
+    .has_exit_status = has_exit_status,
+    .exit_status = exit_status,
+    .reason = reason,
+  };
+
+  shimwatch_history_add (shimwatch_manager_get_history (self->manager), &entry);
+}
+
+/* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a
+ * process a signal killed; SIGKILL with an OOM kill in the task's cgroup is the OOM
+ * killer's */
+static const char *
+classify_exit (ShimwatchShim *self,
+               guint32        exit_status)
+{
+  if (exit_status == 128 + SIGKILL &&
+      (self->oom || (self->cgroup != NULL && shimwatch_task_cgroup_oom_kills (self->cgroup) > 0)))
+    return "oom-killed";
+  if (exit_status > 128 && exit_status <= 128 + 64)
+    return "signaled";
+  return "exited";
 }
 
 static void
@@ -250,30 +306,41 @@ after_signal (ShimwatchShim *self,
 }
 
 /* TaskExit exactly once per task */
+static void complete_stops (ShimwatchShim *self);
+
+/* TaskExit exactly once per task; reason NULL: from the exit status */
 static void
 emit_task_exit (ShimwatchShim *self,
                 guint32        pid,
                 guint32        exit_status,
-                gint64         exited_at)
+                gint64         exited_at,
+                const char    *reason)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   gboolean marked;
 
   if (self->exit_emitted)
     return;
+  if (reason == NULL)
+    reason = classify_exit (self, exit_status);
   self->exit_emitted = TRUE;
   self->exit.pid = pid;
   self->exit.exit_status = exit_status;
   self->exit.exited_at = exited_at;
   shimwatch_dbus_shim_set_exit_status (iface, exit_status);
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
-  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u", pid,
-             exit_status);
+  shimwatch_dbus_shim_set_exit_reason (iface, reason);
+  /* a client that sees TaskExit already sees the properties that go with it */
+  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
+  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
+             exit_status, reason);
   marked = before_signal (self, "TaskExit", "exit-prepared");
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
   after_signal (self, "TaskExit", marked, "exit-emitted");
+  add_history (self, "exit", pid, TRUE, exit_status, reason);
+  complete_stops (self);
 }
 
 /* TaskDelete exactly once per task, then the manager drops the object */
@@ -297,6 +364,7 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       /* a TaskDelete that never went out stays in the record for the next start to send */
       if (!after_signal (self, "TaskDelete", marked, "delete-emitted"))
         self->persistent = FALSE;
+      add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
     }
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
    * out before the service died) */
@@ -354,7 +422,7 @@ killed_cb (guint32  pid,
   ShimwatchShim *self = user_data;
 
   /* the container is really dead now: tell clients at once, delete can take its time */
-  emit_task_exit (self, pid, 128 + SIGKILL, when);
+  emit_task_exit (self, pid, 128 + SIGKILL, when, "shim-died");
 }
 
 static void
@@ -370,12 +438,15 @@ crash_cleanup_done_cb (GObject      *source,
   shimwatch_crash_point ("cleaned");
   if (!self->exit_emitted)
     {
+      /* runc's delete --force ended what the dead shim left running */
       if (outcome->delete_ok)
         emit_task_exit (self, outcome->deleted.pid, outcome->deleted.exit_status,
                         outcome->deleted.exited_at != 0 ? outcome->deleted.exited_at
-                                                        : g_get_real_time ());
+                                                        : g_get_real_time (),
+                        "shim-died");
       else
-        emit_task_exit (self, shimwatch_dbus_shim_get_task_pid (iface), 255, g_get_real_time ());
+        emit_task_exit (self, shimwatch_dbus_shim_get_task_pid (iface), 255, g_get_real_time (),
+                        "unknown");
     }
   log_event (self, outcome->delete_ok ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_WARNING, "cleaned",
              "cleanup after dead shim finished%s%s",
@@ -483,6 +554,8 @@ on_disconnected (ShimwatchShim *self,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
       after_signal (self, "ShimDisconnected", marked, "disconnected");
+      add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
+                   reason);
     }
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
   set_status (self, "cleaning");
@@ -609,6 +682,29 @@ shimwatch_shim_attach (ShimwatchShim       *self,
     }
 }
 
+/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
+static void
+find_cgroup (ShimwatchShim *self,
+             guint32        pid)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->cgroup != NULL)
+    return;
+  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
+  if (self->cgroup_path != NULL)
+    {
+      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
+      return;
+    }
+  if (pid == 0)
+    return;
+  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
+  if (self->cgroup == NULL)
+    log_event (self, G_LOG_LEVEL_WARNING, "create", "cannot find the cgroup of task process %u: %s",
+               pid, error->message);
+}
+
 void
 shimwatch_shim_set_created (ShimwatchShim *self,
                             guint32        pid)
@@ -629,6 +725,7 @@ shimwatch_shim_set_created (ShimwatchShim *self,
         log_event (self, G_LOG_LEVEL_WARNING, "create", "cannot watch task process %u: %s", pid,
                    g_strerror (errno));
     }
+  find_cgroup (self, pid);
   log_event (self, G_LOG_LEVEL_MESSAGE, "create", "task created: pid %u", pid);
 }
 
@@ -640,8 +737,12 @@ shimwatch_shim_set_started (ShimwatchShim *self,
 
   if (!self->exit_emitted)
     set_status (self, "running");
+  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
   save (self);
   log_event (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
+  /* during CreateTask the history hears of it with the create, once the task is handed out */
+  if (self->persistent)
+    add_history (self, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- events forwarded by the shim ------------------------------------------------------- */
@@ -684,11 +785,18 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       if (!self->cleaning)
         set_status (self, "stopped");
       emit_task_exit (self, event->pid, event->exit_status,
-                      event->exited_at != 0 ? event->exited_at : g_get_real_time ());
+                      event->exited_at != 0 ? event->exited_at : g_get_real_time (), NULL);
       break;
     case SHIMWATCH_EVENT_TASK_OOM:
       log_event (self, G_LOG_LEVEL_WARNING, "oom", "task hit its memory limit");
+      self->oom = TRUE;
+      /* the OOM event may come after the exit it caused */
+      if (self->exit_emitted && self->exit.exit_status == 128 + SIGKILL &&
+          g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
+        shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
+      save (self);
       shimwatch_dbus_manager_emit_task_oom (manager, self->path, self->namespace_, self->id);
+      add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:
       if (!self->cleaning)
@@ -834,6 +942,37 @@ return_rpc_error (GDBusMethodInvocation *invocation,
   g_autoptr(GError) converted = shimwatch_error_convert (error);
 
   g_dbus_method_invocation_return_gerror (invocation, converted);
+}
+
+static gboolean
+status_is (ShimwatchShim *self,
+           const char    *status)
+{
+  return g_strcmp0 (shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)), status) == 0;
+}
+
+/* the runtime refused because of the task's state (it exited meanwhile, it is not
+ * paused, ...): BadState in our words; anything else as the runtime said it */
+static void
+return_lifecycle_error (ShimwatchShim         *self,
+                        GDBusMethodInvocation *invocation,
+                        const char            *operation,
+                        const GError          *error)
+{
+  if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND) ||
+      g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_FAILED_PRECONDITION))
+    {
+      log_event (self, G_LOG_LEVEL_INFO, "record", "%s refused by the runtime: %s", operation,
+                 error->message);
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "cannot %s task %s/%s: it is %s", operation,
+                                             self->namespace_, self->id,
+                                             self->exit_emitted ? "stopped"
+                                               : shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)));
+      return;
+    }
+  return_rpc_error (invocation, error);
 }
 
 typedef struct {
@@ -1214,6 +1353,414 @@ shimwatch_shim_set_task_log (ShimwatchShim    *self,
   g_set_object (&self->task_log, task_log);
 }
 
+/* -- Stop: SIGTERM, then SIGKILL once the timeout passed --------------------------------- */
+
+static void
+clear_stop (ShimwatchShim *self)
+{
+  g_clear_handle_id (&self->stop_timer, g_source_remove);
+  self->stop_killed = FALSE;
+}
+
+/* the exit is known: every Stop waiting for it returns its status */
+static void
+complete_stops (ShimwatchShim *self)
+{
+  g_autoptr(GPtrArray) waiters = g_steal_pointer (&self->stop_waiters);
+
+  self->stop_waiters = g_ptr_array_new ();
+  clear_stop (self);
+  for (guint i = 0; i < waiters->len; i++)
+    shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self),
+                                       g_ptr_array_index (waiters, i), self->exit.exit_status);
+}
+
+static void
+fail_stops (ShimwatchShim  *self,
+            ShimwatchError  code,
+            const char     *message)
+{
+  g_autoptr(GPtrArray) waiters = g_steal_pointer (&self->stop_waiters);
+
+  self->stop_waiters = g_ptr_array_new ();
+  clear_stop (self);
+  for (guint i = 0; i < waiters->len; i++)
+    g_dbus_method_invocation_return_error_literal (g_ptr_array_index (waiters, i),
+                                                   SHIMWATCH_ERROR, code, message);
+}
+
+static gboolean stop_timer_cb (gpointer user_data);
+
+static void
+stop_signal_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (shimwatch_task_client_kill_finish (SHIMWATCH_TASK_CLIENT (source), result, &error) ||
+      self->stop_waiters->len == 0)
+    return;
+  /* "not found": the process is gone already, and its exit is on its way */
+  if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
+    return;
+  log_event (self, G_LOG_LEVEL_WARNING, "exit", "Stop: %s", error->message);
+  if (!self->stop_killed)
+    {
+      /* SIGTERM did not go through: SIGKILL at once */
+      g_clear_handle_id (&self->stop_timer, g_source_remove);
+      stop_timer_cb (self);
+      return;
+    }
+  {
+    g_autoptr(GError) converted = shimwatch_error_convert (error);
+
+    fail_stops (self, converted->code, converted->message);
+  }
+}
+
+static gboolean
+stop_timer_cb (gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  self->stop_timer = 0;
+  if (self->stop_killed)
+    {
+      fail_stops (self, SHIMWATCH_ERROR_FAILED,
+                  "the task did not exit within 30 s of SIGKILL");
+      return G_SOURCE_REMOVE;
+    }
+  self->stop_killed = TRUE;
+  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: still running, sending SIGKILL");
+  self->stop_timer = g_timeout_add (STOP_KILL_GRACE_MS, stop_timer_cb, self);
+  if (self->connected && self->handle != NULL)
+    shimwatch_task_client_kill_async (self->handle->client, SIGKILL, TRUE, RPC_TIMEOUT_MS,
+                                      stop_signal_cb, g_object_ref (self));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+stop_authorized (ShimwatchShim         *self,
+                 GDBusMethodInvocation *invocation,
+                 gpointer               data)
+{
+  guint timeout = GPOINTER_TO_UINT (data);
+
+  if (!require_connected (self, invocation) ||
+      !require_status (self, invocation,
+                       "only a created or running task can be stopped (resume a paused one first)",
+                       (const char *[]) { "created", "running", NULL }))
+    return;
+  g_ptr_array_add (self->stop_waiters, invocation);
+  if (self->stop_waiters->len > 1)
+    return;      /* a Stop is under way: its end answers this one too */
+  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: SIGTERM, SIGKILL in %u s", timeout);
+  self->stop_timer = g_timeout_add (timeout * 1000, stop_timer_cb, self);
+  shimwatch_task_client_kill_async (self->handle->client, SIGTERM, FALSE, RPC_TIMEOUT_MS,
+                                    stop_signal_cb, g_object_ref (self));
+}
+
+static gboolean
+handle_stop (ShimwatchDbusShim     *iface,
+             GDBusMethodInvocation *invocation,
+             guint                  timeout)
+{
+  if (timeout > STOP_MAX_S)
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                             "timeout %u is longer than %u s", timeout,
+                                             STOP_MAX_S);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  authorize (SHIMWATCH_SHIM (iface), invocation, stop_authorized,
+             GUINT_TO_POINTER (timeout != 0 ? timeout : STOP_DEFAULT_S));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- Pause / Resume ---------------------------------------------------------------------- */
+
+static void
+pause_rpc_cb (GObject      *source,
+              GAsyncResult *result,
+              gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  ShimwatchShim *self = context->self;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_task_client_pause_finish (SHIMWATCH_TASK_CLIENT (source), result, &error))
+    {
+      return_lifecycle_error (self, context->invocation, "pause", error);
+      return;
+    }
+  if (!self->exit_emitted && !self->cleaning)
+    set_status (self, "paused");
+  save (self);
+  log_event (self, G_LOG_LEVEL_MESSAGE, "record", "task paused");
+  shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
+}
+
+static void
+pause_authorized (ShimwatchShim         *self,
+                  GDBusMethodInvocation *invocation,
+                  gpointer               data)
+{
+  if (!require_connected (self, invocation) ||
+      !require_status (self, invocation, "only a running task can be paused",
+                       (const char *[]) { "running", NULL }))
+    return;
+  shimwatch_task_client_pause_async (self->handle->client, RPC_TIMEOUT_MS, pause_rpc_cb,
+                                     call_context_new (self, invocation));
+}
+
+static gboolean
+handle_pause (ShimwatchDbusShim     *iface,
+              GDBusMethodInvocation *invocation)
+{
+  authorize (SHIMWATCH_SHIM (iface), invocation, pause_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+resume_rpc_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  ShimwatchShim *self = context->self;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_task_client_resume_finish (SHIMWATCH_TASK_CLIENT (source), result, &error))
+    {
+      return_lifecycle_error (self, context->invocation, "resume", error);
+      return;
+    }
+  if (!self->exit_emitted && !self->cleaning)
+    set_status (self, "running");
+  save (self);
+  log_event (self, G_LOG_LEVEL_MESSAGE, "record", "task resumed");
+  shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
+}
+
+static void
+resume_authorized (ShimwatchShim         *self,
+                   GDBusMethodInvocation *invocation,
+                   gpointer               data)
+{
+  if (!require_connected (self, invocation) ||
+      !require_status (self, invocation, "only a paused task can be resumed",
+                       (const char *[]) { "paused", NULL }))
+    return;
+  shimwatch_task_client_resume_async (self->handle->client, RPC_TIMEOUT_MS, resume_rpc_cb,
+                                      call_context_new (self, invocation));
+}
+
+static gboolean
+handle_resume (ShimwatchDbusShim     *iface,
+               GDBusMethodInvocation *invocation)
+{
+  authorize (SHIMWATCH_SHIM (iface), invocation, resume_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- Labels ------------------------------------------------------------------------------- */
+
+gboolean
+shimwatch_shim_validate_labels (GVariant  *labels,
+                                GError   **error)
+{
+  GVariantIter iter;
+  const char *key;
+  const char *value;
+
+  g_return_val_if_fail (g_variant_is_of_type (labels, G_VARIANT_TYPE ("a{ss}")), FALSE);
+
+  if (g_variant_n_children (labels) > LABELS_MAX)
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "%" G_GSIZE_FORMAT " labels are more than %u", g_variant_n_children (labels),
+                   LABELS_MAX);
+      return FALSE;
+    }
+  g_variant_iter_init (&iter, labels);
+  while (g_variant_iter_next (&iter, "{&s&s}", &key, &value))
+    {
+      if (key[0] == '\0')
+        {
+          g_set_error_literal (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                               "a label key is empty");
+          return FALSE;
+        }
+      if (strlen (key) + strlen (value) > LABEL_MAX_BYTES)
+        {
+          g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                       "label \"%.64s\" is longer than %u bytes (key and value)", key,
+                       LABEL_MAX_BYTES);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static void
+set_labels_authorized (ShimwatchShim         *self,
+                       GDBusMethodInvocation *invocation,
+                       gpointer               data)
+{
+  g_autoptr(GVariant) labels = NULL;
+
+  if (self->deleted || self->delete_emitted)
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "task %s/%s is being deleted", self->namespace_,
+                                             self->id);
+      return;
+    }
+  g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{ss})", &labels);
+  shimwatch_dbus_shim_set_labels (SHIMWATCH_DBUS_SHIM (self), labels);
+  save (self);
+  log_event (self, G_LOG_LEVEL_INFO, "record", "labels replaced (%" G_GSIZE_FORMAT ")",
+             g_variant_n_children (labels));
+  shimwatch_dbus_shim_complete_set_labels (SHIMWATCH_DBUS_SHIM (self), invocation);
+}
+
+static gboolean
+handle_set_labels (ShimwatchDbusShim     *iface,
+                   GDBusMethodInvocation *invocation,
+                   GVariant              *labels)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_shim_validate_labels (labels, &error))
+    {
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  authorize (SHIMWATCH_SHIM (iface), invocation, set_labels_authorized, NULL);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+void
+shimwatch_shim_set_description (ShimwatchShim      *self,
+                                const char         *bundle_source,
+                                const char * const *command,
+                                GVariant           *labels)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_dbus_shim_set_bundle_source (iface, bundle_source);
+  if (command != NULL)
+    shimwatch_dbus_shim_set_command (iface, command);
+  if (labels != NULL)
+    shimwatch_dbus_shim_set_labels (iface, labels);
+}
+
+/* -- what runs: GetStats, ListPids ------------------------------------------------------ */
+
+static gboolean
+require_processes (ShimwatchShim         *self,
+                   GDBusMethodInvocation *invocation)
+{
+  if (!self->exit_emitted && !self->cleaning && !self->deleted &&
+      (status_is (self, "created") || status_is (self, "running") || status_is (self, "paused")))
+    return TRUE;
+  g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
+                                         "task %s/%s has no processes: it is %s",
+                                         self->namespace_, self->id,
+                                         shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)));
+  return FALSE;
+}
+
+static gboolean
+handle_get_stats (ShimwatchDbusShim     *iface,
+                  GDBusMethodInvocation *invocation)
+{
+  ShimwatchShim *self = SHIMWATCH_SHIM (iface);
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskStats stats;
+  GVariantBuilder builder;
+
+  if (!require_processes (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  find_cgroup (self, shimwatch_dbus_shim_get_task_pid (iface));
+  if (self->cgroup == NULL)
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_FAILED,
+                                             "the cgroup of task %s/%s is not known",
+                                             self->namespace_, self->id);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  if (!shimwatch_task_cgroup_read_stats (self->cgroup, &stats, &error))
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "task %s/%s has no processes: %s",
+                                             self->namespace_, self->id, error->message);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "memory_current",
+                         g_variant_new_uint64 (stats.memory_current));
+  g_variant_builder_add (&builder, "{sv}", "memory_max", g_variant_new_uint64 (stats.memory_max));
+  g_variant_builder_add (&builder, "{sv}", "cpu_usage_usec",
+                         g_variant_new_uint64 (stats.cpu_usage_usec));
+  g_variant_builder_add (&builder, "{sv}", "pids_current",
+                         g_variant_new_uint32 (stats.pids_current));
+  shimwatch_dbus_shim_complete_get_stats (iface, invocation, g_variant_builder_end (&builder));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+pids_rpc_cb (GObject      *source,
+             GAsyncResult *result,
+             gpointer      user_data)
+{
+  g_autoptr(CallContext) context = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) pids = NULL;
+
+  pids = shimwatch_task_client_pids_finish (SHIMWATCH_TASK_CLIENT (source), result, &error);
+  if (pids == NULL)
+    {
+      return_lifecycle_error (context->self, context->invocation, "list the processes of",
+                              error);
+      return;
+    }
+  shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (context->self),
+                                          context->invocation,
+                                          g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
+                                                                     pids->data, pids->len,
+                                                                     sizeof (guint32)));
+}
+
+static gboolean
+handle_list_pids (ShimwatchDbusShim     *iface,
+                  GDBusMethodInvocation *invocation)
+{
+  ShimwatchShim *self = SHIMWATCH_SHIM (iface);
+
+  if (self->exit_emitted || status_is (self, "stopped"))
+    {
+      shimwatch_dbus_shim_complete_list_pids (iface, invocation,
+                                              g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
+                                                                         NULL, 0,
+                                                                         sizeof (guint32)));
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  if (!require_connected (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  shimwatch_task_client_pids_async (self->handle->client, RPC_TIMEOUT_MS, pids_rpc_cb,
+                                    call_context_new (self, invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 /* -- lifecycle helpers ---------------------------------------------------------------- */
 
 gboolean
@@ -1303,6 +1850,11 @@ shimwatch_shim_make_persistent (ShimwatchShim *self)
 
   self->persistent = TRUE;
   save (self);
+  add_history (self, "create", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+               FALSE, 0, NULL);
+  if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)
+    add_history (self, "start", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                 FALSE, 0, NULL);
 }
 
 ShimwatchShim *
@@ -1340,6 +1892,14 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
   shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
   shimwatch_dbus_shim_set_status (iface, record->status[0] != '\0' ? record->status : "created");
+  if (record->owner != NULL && record->owner[0] != '\0')
+    shimwatch_dbus_shim_set_owner (iface, record->owner);
+  shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
+  shimwatch_dbus_shim_set_command (iface, (const char * const *) record->command);
+  shimwatch_dbus_shim_set_labels (iface, record->labels);
+  shimwatch_dbus_shim_set_started_at (iface, (guint64) record->started_at);
+  shimwatch_dbus_shim_set_exit_reason (iface, record->exit_reason);
+  self->oom = record->oom;
   if (record->exit_emitted)
     {
       shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
@@ -1350,6 +1910,8 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
       shimwatch_process_start_time (record->task_pid) == record->task_start_time &&
       record->task_start_time != 0)
     self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+  if (self->task_pidfd >= 0)
+    find_cgroup (self, record->task_pid);
   return self;
 }
 
@@ -1375,7 +1937,7 @@ readopt_state_cb (GObject      *source,
       if (!self->cleaning)
         set_status (self, "stopped");
       emit_task_exit (self, state.pid, state.exit_status,
-                      state.exited_at != 0 ? state.exited_at : g_get_real_time ());
+                      state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
     }
   else if (state.status != SHIMWATCH_TASK_STATUS_UNKNOWN && !self->cleaning)
     set_status (self, shimwatch_task_status_to_string (state.status));
@@ -1535,6 +2097,11 @@ shimwatch_shim_new (ShimwatchManager *manager,
   shimwatch_dbus_shim_set_cgroup_path (iface, "");
   shimwatch_dbus_shim_set_status (iface, "created");
   shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
+  shimwatch_dbus_shim_set_owner (iface, "shimwatch");
+  shimwatch_dbus_shim_set_bundle_source (iface, "");
+  shimwatch_dbus_shim_set_command (iface, (const char * const []) { NULL });
+  shimwatch_dbus_shim_set_labels (iface, g_variant_new ("a{ss}", NULL));
+  shimwatch_dbus_shim_set_exit_reason (iface, "");
   return self;
 }
 
@@ -1548,6 +2115,7 @@ shimwatch_shim_dispose (GObject *object)
     g_dbus_method_invocation_return_error (g_steal_pointer (&self->delete_invocation),
                                            SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
                                            "the service is stopping");
+  fail_stops (self, SHIMWATCH_ERROR_FAILED, "the service is stopping");
   g_clear_pointer (&self->handle, shimwatch_shim_handle_free);
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->dispose (object);
 }
@@ -1562,6 +2130,8 @@ shimwatch_shim_finalize (GObject *object)
   g_ptr_array_unref (self->early_events);
   g_ptr_array_unref (self->waiting_calls);
   g_clear_object (&self->task_log);
+  g_ptr_array_unref (self->stop_waiters);
+  shimwatch_task_cgroup_free (self->cgroup);
   g_free (self->runtime);
   g_free (self->namespace_);
   g_free (self->id);
@@ -1580,6 +2150,12 @@ shimwatch_shim_iface_init (ShimwatchDbusShimIface *iface)
   iface->handle_delete = handle_delete;
   iface->handle_read_log = handle_read_log;
   iface->handle_open_log = handle_open_log;
+  iface->handle_stop = handle_stop;
+  iface->handle_pause = handle_pause;
+  iface->handle_resume = handle_resume;
+  iface->handle_set_labels = handle_set_labels;
+  iface->handle_get_stats = handle_get_stats;
+  iface->handle_list_pids = handle_list_pids;
 }
 
 static void
@@ -1608,4 +2184,5 @@ shimwatch_shim_init (ShimwatchShim *self)
   self->shim_pidfd = -1;
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
   self->waiting_calls = g_ptr_array_new ();
+  self->stop_waiters = g_ptr_array_new ();
 }

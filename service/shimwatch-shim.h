@@ -68,6 +68,14 @@ void           shimwatch_shim_handle_event    (ShimwatchShim         *self,
 /* the task's output, kept by the service (ReadLog, OpenLog); finished at TaskDelete */
 void           shimwatch_shim_set_task_log    (ShimwatchShim         *self,
                                                ShimwatchTaskLog      *task_log);
+/* what CreateTask knows: the bundle it was given, process.args and the labels */
+void           shimwatch_shim_set_description (ShimwatchShim         *self,
+                                               const char            *bundle_source,
+                                               const char * const    *command,
+                                               GVariant              *labels);
+/* InvalidArgument for labels SetLabels or CreateTask must refuse */
+gboolean       shimwatch_shim_validate_labels (GVariant              *labels,
+                                               GError               **error);
 /* SIGKILL the shim: the disconnect path does the rest */
 gboolean       shimwatch_shim_kill_shim       (ShimwatchShim         *self,
                                                GError               **error);

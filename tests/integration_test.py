@@ -220,6 +220,7 @@ class ShimwatchTestCase(unittest.TestCase):
         self.guard = start_cleanup_guard(self.dir)
         self.addCleanup(self._cleanup_leftovers)
         self.runtime_dir = os.path.join(self.dir, "run")
+        self.state_dir = os.path.join(self.dir, "state")
         self.runtimes = os.path.join(self.dir, "runtimes")
         os.makedirs(self.runtimes)
         os.symlink(TEST_SHIM, os.path.join(self.runtimes, "containerd-shim-test-v1"))
