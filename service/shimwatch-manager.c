@@ -891,7 +891,7 @@ handle_get_history (ShimwatchDbusManager  *iface,
   g_variant_iter_init (&iter, arg_options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      g_autoptr(GVariant) owned = value;
+      g_autoptr(GVariant) owned G_GNUC_UNUSED = value;
       gboolean is_limit = g_str_equal (key, "limit");
 
       if (!is_limit && !g_str_equal (key, "namespace") && !g_str_equal (key, "id"))

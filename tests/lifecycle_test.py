@@ -223,7 +223,9 @@ class StopPauseTests(LifecycleTestCase):
         bundle = self.make_bundle("polite", ["sh", "-c",
                                              "trap 'exit 143' TERM; sleep 100000 & wait"])
         path = self.create_task("default", "polite", bundle)
-        time.sleep(0.5)           # the shell has set its trap
+        # the shell sets its trap before it forks the sleep
+        wait_until(lambda: len(self.call(path, SHIM, "ListPids")[0]) == 2, 10,
+                   "the shell's child")
         started = time.monotonic()
         (status,) = self.call(path, SHIM, "Stop", "(u)", (30,))
         self.assertEqual(status, 143)
