@@ -9,6 +9,7 @@
 #include "shimwatch-authority.h"
 #include "shimwatch-error.h"
 #include "shimwatch-fair-queue.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 
 /* Bounds on polkit checks. dbus-daemon lets one connection wait for at most 128 replies
@@ -97,15 +98,19 @@ audit (const CheckData *data,
                             : g_strdup_printf (" on %s/%s", data->namespace_,
                                                data->id != NULL ? data->id : "");
 
-  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
-                    "MESSAGE_ID", SHIMWATCH_MESSAGE_ID_AUTH,
-                    SHIMWATCH_LOG_FIELD_CALLER, data->sender,
-                    "SHIMWATCH_CALLER_UID", uid_text,
-                    "SHIMWATCH_ACTION", data->action_id,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_ != NULL ? data->namespace_ : "",
-                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id != NULL ? data->id : "",
-                    "MESSAGE", "%s%s by %s (uid %u): %s", data->action_id, target,
-                    data->sender, data->uid, result);
+  const char * const extra[] = {
+    SHIMWATCH_LOG_FIELD_CALLER, data->sender,
+    "SHIMWATCH_CALLER_UID", uid_text,
+    "SHIMWATCH_ACTION", data->action_id,
+    NULL
+  };
+
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
+                      (&(ShimwatchLogTask) { .namespace_ = data->namespace_ ?: "",
+                                             .id = data->id ?: "", .event = "auth",
+                                             .bare = TRUE, .extra = extra }),
+                      "%s%s by %s (uid %u): %s", data->action_id, target, data->sender,
+                      data->uid, result);
 }
 
 gboolean

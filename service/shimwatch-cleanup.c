@@ -16,6 +16,7 @@
 
 #include "shimwatch-cleanup.h"
 #include "shimwatch-crash-point.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 
 #define KILL_WAIT_MS       2000
@@ -96,29 +97,11 @@ run_data_free (RunData *data)
   g_free (data);
 }
 
-static void
-log_step (const ShimwatchCleanupRequest *request,
-          GLogLevelFlags                 level,
-          const char                    *format,
-          ...) G_GNUC_PRINTF (3, 4);
-
-static void
-log_step (const ShimwatchCleanupRequest *request,
-          GLogLevelFlags                 level,
-          const char                    *format,
-          ...)
-{
-  g_autofree char *text = NULL;
-  va_list args;
-
-  va_start (args, format);
-  text = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_log_structured (G_LOG_DOMAIN, level,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, request->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, request->id,
-                    "MESSAGE", "%s/%s: %s", request->namespace_, request->id, text);
-}
+#define log_step(request, level, ...) \
+  shimwatch_log_task ((level), \
+                      (&(ShimwatchLogTask) { .namespace_ = (request)->namespace_, \
+                                             .id = (request)->id }), \
+                      __VA_ARGS__)
 
 guint
 shimwatch_cleanup_kill_processes_in (const char *dir)

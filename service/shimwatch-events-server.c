@@ -15,6 +15,7 @@
 #include <gio/gunixsocketaddress.h>
 
 #include "shimwatch-events-server.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-ttrpc.h"
 
@@ -66,11 +67,11 @@ refuse (Connection           *connection,
                                            event->namespace_, event->container_id, why);
 
   if (connection->n_refused++ == 0)
-    g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
-                      SHIMWATCH_LOG_FIELD_NAMESPACE, event->namespace_,
-                      SHIMWATCH_LOG_FIELD_TASK_ID, event->container_id,
-                      "MESSAGE", "events socket: %s (later refusals on this connection are "
-                      "counted when it closes)", text);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                        (&(ShimwatchLogTask) { .namespace_ = event->namespace_,
+                                               .id = event->container_id, .bare = TRUE }),
+                        "events socket: %s (later refusals on this connection are counted "
+                        "when it closes)", text);
   else
     g_debug ("events socket: %s", text);
   shimwatch_ttrpc_respond (connection->ttrpc, stream_id, SHIMWATCH_GRPC_PERMISSION_DENIED, text,

@@ -13,6 +13,7 @@
 
 #include "shimwatch-error.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-ttrpc.h"
 
@@ -228,11 +229,10 @@ log_stderr (RunData    *data,
   raw = g_bytes_get_data (data->stderr_bytes, &length);
   text = g_utf8_make_valid (raw, (gssize) length);
   g_strchomp (text);
-  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
-                    "MESSAGE", "shim %s for %s/%s wrote: %s", action, data->namespace_,
-                    data->id, text);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
+                      (&(ShimwatchLogTask) { .namespace_ = data->namespace_, .id = data->id,
+                                             .bare = TRUE }),
+                      "shim %s for %s/%s wrote: %s", action, data->namespace_, data->id, text);
 }
 
 /* NULL when the process exited 0; otherwise why not */
@@ -418,7 +418,6 @@ start_connect_rpc_cb (GObject      *source,
   StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
   RunData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autofree char *pid_text = NULL;
   ShimwatchShimHandle *handle = state->handle;
 
   if (!shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result,
@@ -429,14 +428,13 @@ start_connect_rpc_cb (GObject      *source,
                                data->namespace_, data->id, handle->address, error->message);
       return;
     }
-  pid_text = g_strdup_printf ("%u", handle->shim_pid);
-  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_INFO,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, data->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, data->id,
-                    SHIMWATCH_LOG_FIELD_SHIM_PID, pid_text,
-                    "MESSAGE", "shim for %s/%s answers: pid %u, %s, task API v%d",
-                    data->namespace_, data->id, handle->shim_pid, handle->address,
-                    shimwatch_task_client_get_version (handle->client));
+  shimwatch_log_task (G_LOG_LEVEL_INFO,
+                      (&(ShimwatchLogTask) { .namespace_ = data->namespace_, .id = data->id,
+                                             .has_pids = TRUE, .shim_pid = handle->shim_pid,
+                                             .bare = TRUE }),
+                      "shim for %s/%s answers: pid %u, %s, task API v%d", data->namespace_,
+                      data->id, handle->shim_pid, handle->address,
+                      shimwatch_task_client_get_version (handle->client));
   state->handle = NULL;
   g_task_return_pointer (task, handle, (GDestroyNotify) shimwatch_shim_handle_free);
 }

@@ -9,6 +9,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-log-store.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 
 struct _ShimwatchLogStore
@@ -232,11 +233,9 @@ shimwatch_log_store_reopen (ShimwatchLogStore *self,
     return NULL;
   log = shimwatch_task_log_reopen (namespace_, id, task_dir, dir, &self->limits, &error);
   if (log == NULL && error != NULL)
-    g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
-                      SHIMWATCH_LOG_FIELD_NAMESPACE, namespace_,
-                      SHIMWATCH_LOG_FIELD_TASK_ID, id,
-                      "MESSAGE", "%s/%s: its output is not kept: %s", namespace_, id,
-                      error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                        (&(ShimwatchLogTask) { .namespace_ = namespace_, .id = id }),
+                        "its output is not kept: %s", error->message);
   return log != NULL ? track (self, log) : NULL;
 }
 

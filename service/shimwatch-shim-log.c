@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 #include <glib-unix.h>
 
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-shim-log.h"
 
@@ -34,10 +35,10 @@ emit_line (ShimwatchShimLog *self)
 {
   if (self->line->len == 0)
     return;
-  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
-                    "MESSAGE", "shim %s/%s: %s", self->namespace_, self->id, self->line->str);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
+                      (&(ShimwatchLogTask) { .namespace_ = self->namespace_, .id = self->id,
+                                             .prefix = "shim " }),
+                      "%s", self->line->str);
   g_string_truncate (self->line, 0);
 }
 

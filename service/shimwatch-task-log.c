@@ -13,6 +13,7 @@
 #include <glib-unix.h>
 
 #include "shimwatch-error.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-task-log.h"
 
@@ -60,29 +61,10 @@ static void flush_batch (ShimwatchTaskLog *self);
 static void reader_push (Reader *reader, const char *data, gsize len);
 static void reader_end  (Reader *reader);
 
-static void
-log_task (ShimwatchTaskLog *self,
-          GLogLevelFlags    level,
-          const char       *format,
-          ...) G_GNUC_PRINTF (3, 4);
-
-static void
-log_task (ShimwatchTaskLog *self,
-          GLogLevelFlags    level,
-          const char       *format,
-          ...)
-{
-  g_autofree char *text = NULL;
-  va_list args;
-
-  va_start (args, format);
-  text = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_log_structured (G_LOG_DOMAIN, level,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
-                    "MESSAGE", "%s/%s: %s", self->namespace_, self->id, text);
-}
+#define log_task(self, level, ...) \
+  shimwatch_log_task ((level), \
+                      (&(ShimwatchLogTask) { .namespace_ = (self)->namespace_, .id = (self)->id }), \
+                      __VA_ARGS__)
 
 /* -- the line format ------------------------------------------------------------------ */
 
@@ -921,12 +903,9 @@ reader_push (Reader     *reader,
   if (reader->pending->len - reader->sent + len > reader->cap)
     {
       /* the reader's problem, not the service's: a notice */
-      g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
-                        SHIMWATCH_LOG_FIELD_NAMESPACE, reader->namespace_,
-                        SHIMWATCH_LOG_FIELD_TASK_ID, reader->id,
-                        "MESSAGE", "%s/%s: an OpenLog reader fell more than %u bytes behind "
-                        "and was disconnected", reader->namespace_, reader->id,
-                        (guint) reader->cap);
+      log_task (reader, G_LOG_LEVEL_MESSAGE,
+                "an OpenLog reader fell more than %u bytes behind and was disconnected",
+                (guint) reader->cap);
       reader_free (reader);
       return;
     }

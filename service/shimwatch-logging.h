@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The one way the service logs something about a task: a structured line with the
+ * task's journald fields (SHIMWATCH_NAMESPACE, SHIMWATCH_TASK_ID and, for a lifecycle
+ * event, SHIMWATCH_EVENT with the event's MESSAGE_ID), one line per event.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *namespace_;   /* SHIMWATCH_NAMESPACE */
+  const char *id;           /* SHIMWATCH_TASK_ID */
+  /* a lifecycle event ("create", "exit", ...): SHIMWATCH_EVENT and its MESSAGE_ID, see
+   * shimwatch_log_message_id(); NULL for a line that is not one */
+  const char *event;
+  gboolean    has_pids;     /* SHIMWATCH_SHIM_PID and SHIMWATCH_TASK_PID (0: not known) */
+  guint32     shim_pid;
+  guint32     task_pid;
+  /* MESSAGE: "<prefix><namespace>/<id>: <text>" (prefix NULL: none); bare: the text only */
+  const char *prefix;
+  gboolean    bare;
+  /* more fields: key, value, ..., NULL (NULL: none) */
+  const char * const *extra;
+} ShimwatchLogTask;
+
+/* the MESSAGE_ID of a lifecycle event; the generic "record" id for an unknown one */
+const char *shimwatch_log_message_id (const char *event);
+
+void        shimwatch_log_task_full  (const char             *log_domain,
+                                      GLogLevelFlags          level,
+                                      const char             *file,
+                                      const char             *line,
+                                      const char             *func,
+                                      const ShimwatchLogTask *task,
+                                      const char             *format,
+                                      ...) G_GNUC_PRINTF (7, 8);
+
+/* in the caller's G_LOG_DOMAIN, with its CODE_FILE, CODE_LINE and CODE_FUNC */
+#define shimwatch_log_task(level, task, ...) \
+  shimwatch_log_task_full (G_LOG_DOMAIN, (level), __FILE__, G_STRINGIFY (__LINE__), G_STRFUNC, \
+                           (task), __VA_ARGS__)
+
+G_END_DECLS
