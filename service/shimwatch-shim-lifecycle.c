@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchShim: what happens to a task (Status, its record, the lifecycle signals exactly
+ * once, the shim's events, the dead-shim cleanup)
+ */
+#define G_LOG_DOMAIN "ShimwatchShim"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/pidfd.h>
+#include <unistd.h>
+
+#include "shimwatch-crash-point.h"
+#include "shimwatch-manager.h"
+#include "shimwatch-shim-private.h"
+
+static ShimwatchDbusManager *
+manager_iface (ShimwatchShim *self)
+{
+  return SHIMWATCH_DBUS_MANAGER (self->manager);
+}
+
+void
+shimwatch_shim_set_status (ShimwatchShim *self,
+                           const char    *status)
+{
+  shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
+}
+
+static void
+fill_record (ShimwatchShim   *self,
+             ShimwatchRecord *record)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  record->namespace_ = self->namespace_;
+  record->id = self->id;
+  record->runtime = self->runtime;
+  record->shim_binary = self->shim_binary;
+  record->task_dir = self->task_dir;
+  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
+  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
+  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
+  record->task_start_time = self->task_start_time;
+  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
+  record->status = (char *) shimwatch_dbus_shim_get_status (iface);
+  record->cgroup_path = self->cgroup_path;
+  record->exit_known = self->exit_emitted;
+  record->exit = self->exit;
+  record->exit_emitted = self->exit_emitted;
+  record->disconnected = self->disconnected;
+  record->deleted = self->deleted;
+  record->delete_emitted = self->delete_emitted;
+  record->owner = (char *) shimwatch_dbus_shim_get_owner (iface);
+  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
+  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
+  record->labels = shimwatch_dbus_shim_get_labels (iface);
+  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
+  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
+  record->oom = self->oom;
+}
+
+void
+shimwatch_shim_add_history (ShimwatchShim *self,
+                            const char    *event,
+                            guint32        pid,
+                            gboolean       has_exit_status,
+                            guint32        exit_status,
+                            const char    *reason)
+{
+  ShimwatchHistoryEvent entry = {
+    .event = event,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .pid = pid,
+    .has_exit_status = has_exit_status,
+    .exit_status = exit_status,
+    .reason = reason,
+  };
+
+  shimwatch_history_add (shimwatch_manager_get_history (self->manager), &entry);
+}
+
+/* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a
+ * process a signal killed; SIGKILL with an OOM kill in the task's cgroup is the OOM
+ * killer's */
+static const char *
+classify_exit (ShimwatchShim *self,
+               guint32        exit_status)
+{
+  if (exit_status == 128 + SIGKILL &&
+      (self->oom || (self->cgroup != NULL && shimwatch_task_cgroup_oom_kills (self->cgroup) > 0)))
+    return "oom-killed";
+  if (exit_status > 128 && exit_status <= 128 + 64)
+    return "signaled";
+  return "exited";
+}
+
+void
+shimwatch_shim_save (ShimwatchShim *self)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  if (!self->persistent)
+    return;
+  fill_record (self, &record);
+  /* a record that cannot be written is logged, never fatal: supervision goes on */
+  if (!shimwatch_records_write (shimwatch_manager_get_records_dir (self->manager), &record,
+                                &error))
+    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+                        error->message);
+}
+
+/* Exactly once across restarts, even a SIGKILL of the service: the record says a signal
+ * was sent if and only if it reached the bus. before_signal() writes the record with the
+ * signal's flag already set but marked "not sent"; the signal ledger marks it sent in
+ * the very thread that writes the signal to the bus, right before it does (see
+ * shimwatch-signal-ledger.h); a restarted service takes a flag whose signal is not
+ * marked sent for unset. after_signal() waits until the signal is written and tells
+ * whether it went out. A record that cannot be written leaves the old one, logged. */
+static gboolean
+before_signal (ShimwatchShim *self,
+               const char    *member,
+               const char    *crash_point)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+  ShimwatchRecordCommit *commit;
+
+  if (!self->persistent)
+    return FALSE;
+  fill_record (self, &record);
+  record.pending_signal = (char *) member;
+  commit = shimwatch_records_prepare (shimwatch_manager_get_records_dir (self->manager),
+                                      &record, &error);
+  if (commit == NULL)
+    {
+      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+                          error->message);
+      return FALSE;
+    }
+  shimwatch_signal_ledger_expect (shimwatch_manager_get_signal_ledger (self->manager),
+                                  member, self->path, commit);
+  shimwatch_crash_point (crash_point);
+  return TRUE;
+}
+
+/* FALSE only if a signal whose record the ledger was to mark never went out */
+static gboolean
+after_signal (ShimwatchShim *self,
+              const char    *member,
+              gboolean       marked,
+              const char    *crash_point)
+{
+  GDBusConnection *connection =
+    g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->manager));
+  g_autoptr(GError) error = NULL;
+  gboolean sent = TRUE;
+
+  if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
+    {
+      g_debug ("flushing the bus connection: %s", error->message);
+      g_clear_error (&error);
+    }
+  if (marked)
+    sent = shimwatch_signal_ledger_settle (shimwatch_manager_get_signal_ledger (self->manager),
+                                           member, self->path);
+  shimwatch_crash_point (crash_point);
+  return sent;
+}
+
+/* TaskExit exactly once per task; reason NULL: from the exit status */
+void
+shimwatch_shim_emit_task_exit (ShimwatchShim *self,
+                               guint32        pid,
+                               guint32        exit_status,
+                               gint64         exited_at,
+                               const char    *reason)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean marked;
+
+  if (self->exit_emitted)
+    return;
+  if (reason == NULL)
+    reason = classify_exit (self, exit_status);
+  self->exit_emitted = TRUE;
+  self->exit.pid = pid;
+  self->exit.exit_status = exit_status;
+  self->exit.exited_at = exited_at;
+  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
+  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
+  shimwatch_dbus_shim_set_exit_reason (iface, reason);
+  /* a client that sees TaskExit already sees the properties that go with it */
+  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
+  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
+                      exit_status, reason);
+  marked = before_signal (self, "TaskExit", "exit-prepared");
+  shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
+                                         self->id, self->id, pid, exit_status,
+                                         (guint64) exited_at);
+  after_signal (self, "TaskExit", marked, "exit-emitted");
+  shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
+  shimwatch_shim_complete_stops (self);
+}
+
+/* TaskDelete exactly once per task, then the manager drops the object */
+static void
+emit_task_delete_and_finish (ShimwatchShim *self,
+                             gboolean       reaped,
+                             gboolean       cleanup_failed)
+{
+  if (!self->delete_emitted)
+    {
+      gboolean marked;
+
+      self->delete_emitted = TRUE;
+      shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
+                          self->exit.pid, self->exit.exit_status);
+      marked = before_signal (self, "TaskDelete", "delete-prepared");
+      shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
+                                               self->namespace_, self->id, self->id,
+                                               self->exit.pid, self->exit.exit_status,
+                                               (guint64) self->exit.exited_at);
+      /* a TaskDelete that never went out stays in the record for the next start to send */
+      if (!after_signal (self, "TaskDelete", marked, "delete-emitted"))
+        self->persistent = FALSE;
+      shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
+    }
+  /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
+   * out before the service died) */
+  if (self->persistent)
+    {
+      g_autoptr(GError) error = NULL;
+
+      if (!shimwatch_records_remove (shimwatch_manager_get_records_dir (self->manager),
+                                     self->namespace_, self->id, &error))
+        shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
+      self->persistent = FALSE;
+    }
+  if (self->delete_invocation != NULL)
+    shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
+                                         g_steal_pointer (&self->delete_invocation),
+                                         self->exit.exit_status, (guint64) self->exit.exited_at);
+  /* the output is complete: followers get EOF, the retention period starts */
+  if (self->task_log != NULL)
+    shimwatch_task_log_finish (self->task_log);
+  g_signal_emit (self, shimwatch_shim_signals[SIGNAL_FINISHED], 0, reaped, cleanup_failed);
+}
+
+ShimwatchCleanupRequest *
+shimwatch_shim_cleanup_request (ShimwatchShim *self,
+                                gboolean       kill_task)
+{
+  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
+  const ShimwatchConfig *config = shimwatch_manager_get_config (self->manager);
+
+  request->namespace_ = g_strdup (self->namespace_);
+  request->id = g_strdup (self->id);
+  request->task_dir = g_strdup (self->task_dir);
+  request->shim_binary = g_strdup (self->shim_binary);
+  request->runc_state_dir = g_build_filename (shimwatch_manager_get_runc_root (self->manager),
+                                              self->namespace_, self->id, NULL);
+  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
+    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
+                                     strlen ("unix://"));
+  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  request->kill_task = kill_task && self->task_pidfd >= 0;
+  if (self->task_pidfd >= 0)
+    request->pidfd = dup (self->task_pidfd);
+  request->cgroup_path = g_strdup (self->cgroup_path);
+  request->timeout_ms = config->cleanup_timeout_ms;
+  return request;
+}
+
+/* -- the dead-shim path ------------------------------------------------------------------ */
+
+static void
+killed_cb (guint32  pid,
+           gint64   when,
+           gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  /* the container is really dead now: tell clients at once, delete can take its time */
+  shimwatch_shim_emit_task_exit (self, pid, 128 + SIGKILL, when, "shim-died");
+}
+
+static void
+crash_cleanup_done_cb (GObject      *source,
+                       GAsyncResult *result,
+                       gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  shimwatch_crash_point ("cleaned");
+  if (!self->exit_emitted)
+    {
+      /* runc's delete --force ended what the dead shim left running */
+      if (outcome->delete_ok)
+        shimwatch_shim_emit_task_exit (self, outcome->deleted.pid, outcome->deleted.exit_status,
+                                       outcome->deleted.exited_at != 0 ? outcome->deleted.exited_at
+                                                        : g_get_real_time (),
+                        "shim-died");
+      else
+        shimwatch_shim_emit_task_exit (self, shimwatch_dbus_shim_get_task_pid (iface), 255, g_get_real_time (),
+                                       "unknown");
+    }
+  shimwatch_shim_log (self, outcome->delete_ok ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_WARNING, "cleaned",
+                      "cleanup after dead shim finished%s%s",
+                      outcome->delete_ok ? "" : ": delete failed: ",
+                      outcome->delete_ok ? "" : outcome->delete_error);
+  emit_task_delete_and_finish (self, TRUE, !outcome->delete_ok);
+}
+
+static void
+normal_cleanup_done_cb (GObject      *source,
+                        GAsyncResult *result,
+                        gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome = NULL;
+
+  outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "cleaned", "shim torn down after delete");
+  emit_task_delete_and_finish (self, FALSE, !outcome->delete_ok);
+}
+
+/* the connection to the shim is gone (or, after a restart, could not be made again) */
+/* The shim itself, if it still runs (hung, or its pidfd saw it die before the socket
+ * closed): through the pidfd taken when it was attached, or, for a shim that was never
+ * reached again after a restart, its recorded pid if that process still works in the
+ * task directory (one readlink, not a scan). */
+static void
+kill_shim_process (ShimwatchShim *self)
+{
+  guint32 pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  g_autofree char *cwd_link = NULL;
+  g_autofree char *cwd = NULL;
+  int pidfd = self->shim_pidfd;
+
+  if (pidfd < 0 && pid > 0)
+    {
+      pidfd = pidfd_open ((pid_t) pid, 0);
+      cwd_link = g_strdup_printf ("/proc/%u/cwd", pid);
+      cwd = g_file_read_link (cwd_link, NULL);
+      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) != 0)
+        {
+          close (pidfd);
+          pidfd = -1;
+        }
+    }
+  /* a pidfd turns readable once its process has exited: a dead shim is left alone */
+  if (pidfd >= 0 && poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0 &&
+      pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
+    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected", "killed shim process %u", pid);
+  if (pidfd >= 0 && pidfd != self->shim_pidfd)
+    close (pidfd);
+}
+
+void
+shimwatch_shim_on_disconnected (ShimwatchShim *self,
+                                const char    *reason)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchCleanupRequest *request;
+
+  if (self->detached || self->cleaning)
+    return;
+  self->connected = FALSE;
+  self->loading = FALSE;
+  if (!self->deleted && self->exported && self->cgroup_path != NULL)
+    kill_shim_process (self);
+  shimwatch_shim_stop_watching (self);
+  /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
+  if (!self->exported)
+    return;
+  self->cleaning = TRUE;
+
+  if (self->deleted)
+    {
+      /* the end of a normal Delete: the task directory and the cgroup go, no crash
+       * signals; the shim's Delete already did what `shim delete` would */
+      request = shimwatch_shim_cleanup_request (self, FALSE);
+      request->deleted = TRUE;
+      shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+                                   NULL, NULL, normal_cleanup_done_cb, g_object_ref (self));
+      return;
+    }
+
+  shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)", reason);
+  shimwatch_shim_set_status (self, "disconnected");
+  if (!self->disconnected)
+    {
+      gboolean marked;
+
+      self->disconnected = TRUE;
+      marked = before_signal (self, "ShimDisconnected", "disconnected-prepared");
+      shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
+                                                     self->namespace_, self->id,
+                                                     shimwatch_dbus_shim_get_shim_pid (iface));
+      after_signal (self, "ShimDisconnected", marked, "disconnected");
+      shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
+                                  reason);
+    }
+  g_signal_emit (self, shimwatch_shim_signals[SIGNAL_DISCONNECTED], 0);
+  shimwatch_shim_set_status (self, "cleaning");
+
+  /* a hung shim was killed above; what runs in the task's cgroup is killed by the
+   * cleanup. A record from before per-task cgroups knows no cgroup: only then are all
+   * processes of the machine looked at, for those working in the task directory. */
+  if (self->cgroup_path == NULL &&
+      shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
+    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+                        "killed what was still running in %s", self->task_dir);
+
+  /* a task whose exit is already known is not killed again: its real status stays */
+  request = shimwatch_shim_cleanup_request (self, !self->exit_emitted);
+  request->kill_cgroup = TRUE;
+  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+                               killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
+}
+
+/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
+void
+shimwatch_shim_find_cgroup (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->cgroup != NULL)
+    return;
+  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
+  if (self->cgroup_path != NULL)
+    {
+      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
+      return;
+    }
+  if (pid == 0)
+    return;
+  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
+  if (self->cgroup == NULL)
+    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create", "cannot find the cgroup of task process %u: %s",
+                        pid, error->message);
+}
+
+void
+shimwatch_shim_set_created (ShimwatchShim *self,
+                            guint32        pid)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_dbus_shim_set_task_pid (iface, pid);
+  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), "running") != 0)
+    shimwatch_shim_set_status (self, "created");
+  /* a pidfd taken now lets a dead shim's task be killed at once, without pid reuse */
+  if (self->task_pidfd < 0 && pid > 0)
+    {
+      self->task_pidfd = pidfd_open ((pid_t) pid, 0);
+      self->task_start_time = shimwatch_process_start_time (pid);
+      if (self->task_pidfd < 0)
+        shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create", "cannot watch task process %u: %s", pid,
+                            g_strerror (errno));
+    }
+  shimwatch_shim_find_cgroup (self, pid);
+  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "create", "task created: pid %u", pid);
+}
+
+void
+shimwatch_shim_set_started (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  if (!self->exit_emitted)
+    shimwatch_shim_set_status (self, "running");
+  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
+  shimwatch_shim_save (self);
+  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
+  /* during CreateTask the history hears of it with the create, once the task is handed out */
+  if (self->persistent)
+    shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
+}
+
+/* -- events forwarded by the shim ------------------------------------------------------- */
+
+void
+shimwatch_shim_handle_event (ShimwatchShim        *self,
+                             const ShimwatchEvent *event)
+{
+  ShimwatchDbusManager *manager = manager_iface (self);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  if (!self->exported || self->loading)
+    {
+      g_ptr_array_add (self->early_events, shimwatch_event_copy (event));
+      return;
+    }
+
+  switch (event->kind)
+    {
+    case SHIMWATCH_EVENT_TASK_CREATE:
+      if (shimwatch_dbus_shim_get_task_pid (iface) == 0)
+        shimwatch_dbus_shim_set_task_pid (iface, event->pid);
+      shimwatch_dbus_manager_emit_task_create (manager, self->path, self->namespace_, self->id,
+                                               event->bundle != NULL ? event->bundle : "",
+                                               event->pid);
+      break;
+    case SHIMWATCH_EVENT_TASK_START:
+      if (!self->exit_emitted && !self->cleaning)
+        shimwatch_shim_set_status (self, "running");
+      shimwatch_dbus_manager_emit_task_start (manager, self->path, self->namespace_, self->id,
+                                              event->pid);
+      break;
+    case SHIMWATCH_EVENT_TASK_EXIT:
+      /* exits of exec'd processes are not the task's */
+      if (event->exec_id != NULL && *event->exec_id != '\0' &&
+          g_strcmp0 (event->exec_id, self->id) != 0)
+        break;
+      if (!self->cleaning)
+        shimwatch_shim_set_status (self, "stopped");
+      shimwatch_shim_emit_task_exit (self, event->pid, event->exit_status,
+                                     event->exited_at != 0 ? event->exited_at : g_get_real_time (), NULL);
+      break;
+    case SHIMWATCH_EVENT_TASK_OOM:
+      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "oom", "task hit its memory limit");
+      self->oom = TRUE;
+      /* the OOM event may come after the exit it caused */
+      if (self->exit_emitted && self->exit.exit_status == 128 + SIGKILL &&
+          g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
+        shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
+      shimwatch_shim_save (self);
+      shimwatch_dbus_manager_emit_task_oom (manager, self->path, self->namespace_, self->id);
+      shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
+      break;
+    case SHIMWATCH_EVENT_TASK_PAUSED:
+      if (!self->cleaning)
+        shimwatch_shim_set_status (self, "paused");
+      break;
+    case SHIMWATCH_EVENT_TASK_RESUMED:
+      if (!self->cleaning)
+        shimwatch_shim_set_status (self, "running");
+      break;
+    case SHIMWATCH_EVENT_TASK_DELETE:       /* we emit our own TaskDelete, exactly once */
+    case SHIMWATCH_EVENT_TASK_EXEC_ADDED:
+    case SHIMWATCH_EVENT_TASK_EXEC_STARTED:
+    case SHIMWATCH_EVENT_OTHER:
+    default:
+      g_debug ("%s/%s: event %s not forwarded", self->namespace_, self->id, event->topic);
+      break;
+    }
+}
+
+void
+shimwatch_shim_replay_early_events (ShimwatchShim *self)
+{
+  g_autoptr(GPtrArray) early = g_steal_pointer (&self->early_events);
+
+  self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
+  for (guint i = 0; i < early->len; i++)
+    shimwatch_shim_handle_event (self, g_ptr_array_index (early, i));
+}
+
+void
+shimwatch_shim_set_exported (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->exported = TRUE;
+  if (!self->loading)
+    shimwatch_shim_replay_early_events (self);
+}
+
+void
+shimwatch_shim_make_persistent (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->persistent = TRUE;
+  shimwatch_shim_save (self);
+  shimwatch_shim_add_history (self, "create", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                              FALSE, 0, NULL);
+  if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)
+    shimwatch_shim_add_history (self, "start", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                                FALSE, 0, NULL);
+}

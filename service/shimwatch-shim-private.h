@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * What the files of ShimwatchShim share, and nothing else includes:
+ *   shimwatch-shim.c            the object and its D-Bus methods
+ *   shimwatch-shim-lifecycle.c  what happens to a task: status, records, the lifecycle
+ *                               signals, the dead-shim path
+ *   shimwatch-shim-watch.c      watching the shim: its connection, pidfd and health
+ *   shimwatch-shim-recovery.c   taking a task over again after a restart of the service
+ */
+#pragma once
+
+#include "shimwatch-cgroup.h"
+#include "shimwatch-cleanup.h"
+#include "shimwatch-error.h"
+#include "shimwatch-logging.h"
+#include "shimwatch-records.h"
+#include "shimwatch-shim.h"
+#include "shimwatch-task-log.h"
+#include "shimwatch-task-stats.h"
+
+G_BEGIN_DECLS
+
+#define RPC_TIMEOUT_MS      10000
+#define SHUTDOWN_TIMEOUT_MS 3000
+#define HEALTH_TIMEOUT_MS   5000
+
+struct _ShimwatchShim
+{
+  ShimwatchDbusShimSkeleton parent_instance;
+
+  ShimwatchManager    *manager;        /* not owned: the manager outlives its shims */
+  char                *namespace_;
+  char                *id;
+  char                *path;
+  char                *runtime;
+  char                *shim_binary;
+  char                *task_dir;
+  char                *cgroup_path;      /* NULL: unknown (a record from before) */
+  guint64              task_start_time;
+  guint64              shim_start_time;  /* tells the shim from a later process with its pid */
+
+  ShimwatchShimHandle *handle;
+  gulong               closed_id;
+  int                  task_pidfd;
+  int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
+  guint                shim_pidfd_watch;
+  guint                health_timer;
+  gboolean             health_pending;
+
+  gboolean             exported;
+  gboolean             persistent;       /* a record exists and follows every change */
+  gboolean             loading;          /* from a record, its shim not reached yet */
+  GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
+  gboolean             kill_when_reached; /* Reap while loading */
+  gboolean             disconnected;     /* ShimDisconnected went out (maybe before a restart) */
+  GPtrArray           *early_events;   /* arrived before export, or while loading */
+  gboolean             connected;
+  gboolean             detached;
+  gboolean             deleted;        /* a normal Delete completed: no crash semantics */
+  gboolean             cleaning;
+  gboolean             exit_emitted;
+  gboolean             delete_emitted;
+  ShimwatchExit        exit;           /* the real or synthesized exit, once known */
+  GDBusMethodInvocation *delete_invocation;
+  ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
+
+  gboolean             oom;            /* the shim reported an OOM kill */
+  ShimwatchTaskCgroup *cgroup;         /* the task's cgroup, once it has a process */
+  GPtrArray           *stop_waiters;   /* Stop invocations waiting for the exit */
+  guint                stop_timer;     /* SIGKILL when it fires, then give up */
+  gboolean             stop_killed;
+};
+
+enum {
+  SIGNAL_DISCONNECTED,
+  SIGNAL_FINISHED,
+  N_SIGNALS
+};
+extern guint shimwatch_shim_signals[N_SIGNALS];
+
+/* one structured line per lifecycle event, with the task's fields */
+#define shimwatch_shim_log(self, level, event_, ...) \
+  shimwatch_log_task ((level), \
+                      (&(ShimwatchLogTask) { \
+                        .namespace_ = (self)->namespace_, \
+                        .id = (self)->id, \
+                        .event = (event_), \
+                        .has_pids = TRUE, \
+                        .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)), \
+                        .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), \
+                      }), __VA_ARGS__)
+
+/* shimwatch-shim-lifecycle.c */
+void     shimwatch_shim_set_status          (ShimwatchShim  *self,
+                                             const char     *status);
+void     shimwatch_shim_add_history         (ShimwatchShim  *self,
+                                             const char     *event,
+                                             guint32         pid,
+                                             gboolean        has_exit_status,
+                                             guint32         exit_status,
+                                             const char     *reason);
+void     shimwatch_shim_save                (ShimwatchShim  *self);
+/* TaskExit exactly once per task; reason NULL: from the exit status */
+void     shimwatch_shim_emit_task_exit      (ShimwatchShim  *self,
+                                             guint32         pid,
+                                             guint32         exit_status,
+                                             gint64          exited_at,
+                                             const char     *reason);
+ShimwatchCleanupRequest *
+         shimwatch_shim_cleanup_request     (ShimwatchShim  *self,
+                                             gboolean        kill_task);
+/* the connection to the shim is gone (or, after a restart, could not be made again) */
+void     shimwatch_shim_on_disconnected     (ShimwatchShim  *self,
+                                             const char     *reason);
+void     shimwatch_shim_find_cgroup         (ShimwatchShim  *self,
+                                             guint32         pid);
+void     shimwatch_shim_replay_early_events (ShimwatchShim  *self);
+
+/* shimwatch-shim-watch.c */
+void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
+
+/* shimwatch-shim.c */
+/* the exit is known: every Stop waiting for it returns its status */
+void     shimwatch_shim_complete_stops      (ShimwatchShim  *self);
+void     shimwatch_shim_fail_stops          (ShimwatchShim  *self,
+                                             ShimwatchError  code,
+                                             const char     *message);
+/* the loading is over (shim reached or found dead): what waited for it goes on */
+void     shimwatch_shim_resume_waiting_calls (ShimwatchShim *self,
+                                              gboolean       stopping);
+void     shimwatch_shim_shutdown_rpc_cb     (GObject        *source,
+                                             GAsyncResult   *result,
+                                             gpointer        user_data);
+
+G_END_DECLS

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchShim: taking a task over again after a restart of the service
+ */
+#define G_LOG_DOMAIN "ShimwatchShim"
+
+#include "config.h"
+
+#include <sys/pidfd.h>
+#include <unistd.h>
+
+#include "shimwatch-shim-private.h"
+
+ShimwatchShim *
+shimwatch_shim_new_from_record (ShimwatchManager      *manager,
+                                const ShimwatchRecord *record)
+{
+  ShimwatchShim *self = shimwatch_shim_new (manager, record->namespace_, record->id,
+                                            record->runtime,
+                                            record->shim_binary[0] != '\0' ? record->shim_binary
+                                                                            : NULL,
+                                            record->task_dir);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  self->persistent = TRUE;
+  self->loading = TRUE;
+  self->task_start_time = record->task_start_time;
+  /* until its shim answers again: whatever runs under the recorded pid now */
+  self->shim_start_time = shimwatch_process_start_time (record->shim_pid);
+  self->exit_emitted = record->exit_emitted;
+  self->exit = record->exit;
+  self->disconnected = record->disconnected;
+  self->deleted = record->deleted;
+  self->delete_emitted = record->delete_emitted;
+  if (record->pending_signal != NULL && !record->pending_sent)
+    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record",
+                        "%s was about to go out when the service stopped, but did not: it is sent now",
+                        record->pending_signal);
+  if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
+    shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
+  else if (record->cgroup_path != NULL)
+    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "ignoring the record's cgroup \"%s\"",
+                        record->cgroup_path);
+  shimwatch_dbus_shim_set_address (iface, record->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
+  shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
+  shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
+  shimwatch_dbus_shim_set_status (iface, record->status[0] != '\0' ? record->status : "created");
+  if (record->owner != NULL && record->owner[0] != '\0')
+    shimwatch_dbus_shim_set_owner (iface, record->owner);
+  shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
+  shimwatch_dbus_shim_set_command (iface, (const char * const *) record->command);
+  shimwatch_dbus_shim_set_labels (iface, record->labels);
+  shimwatch_dbus_shim_set_started_at (iface, (guint64) record->started_at);
+  shimwatch_dbus_shim_set_exit_reason (iface, record->exit_reason);
+  self->oom = record->oom;
+  if (record->exit_emitted)
+    {
+      shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
+      shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
+    }
+  /* the task's init may still run: watch it again, unless its pid now names another process */
+  if (record->task_pid > 0 && !record->exit_emitted &&
+      shimwatch_process_start_time (record->task_pid) == record->task_start_time &&
+      record->task_start_time != 0)
+    self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+  if (self->task_pidfd >= 0)
+    shimwatch_shim_find_cgroup (self, record->task_pid);
+  return self;
+}
+
+static void
+readopt_state_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskState state = { 0 };
+
+  if (!shimwatch_task_client_state_finish (SHIMWATCH_TASK_CLIENT (source), result, &state,
+                                           &error))
+    {
+      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "readopt", "State after reconnecting: %s",
+                          error->message);
+      return;
+    }
+  /* whatever happened while the service was down: a real exit is reported now, once */
+  if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
+    {
+      if (!self->cleaning)
+        shimwatch_shim_set_status (self, "stopped");
+      shimwatch_shim_emit_task_exit (self, state.pid, state.exit_status,
+                                     state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
+    }
+  else if (state.status != SHIMWATCH_TASK_STATUS_UNKNOWN && !self->cleaning)
+    shimwatch_shim_set_status (self, shimwatch_task_status_to_string (state.status));
+  shimwatch_shim_save (self);
+}
+
+void
+shimwatch_shim_readopt (ShimwatchShim       *self,
+                        ShimwatchShimHandle *handle)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->loading = FALSE;
+  shimwatch_shim_attach (self, handle);
+  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
+                      handle->shim_pid);
+  /* what arrived while it was being reached: the shim's events, then the calls */
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
+  if (self->kill_when_reached)
+    {
+      shimwatch_shim_kill_shim (self, NULL);
+      return;
+    }
+  if (self->deleted)
+    {
+      /* the service died between Delete and the shim's shutdown: finish the teardown */
+      shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
+                                            shimwatch_shim_shutdown_rpc_cb, g_object_ref (self));
+      return;
+    }
+  shimwatch_task_client_state_async (self->handle->client, RPC_TIMEOUT_MS, readopt_state_cb,
+                                     g_object_ref (self));
+}
+
+void
+shimwatch_shim_mark_dead (ShimwatchShim *self,
+                          const char    *reason)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  self->loading = FALSE;
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_on_disconnected (self, reason);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
+}

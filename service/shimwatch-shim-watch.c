@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchShim: watching the shim (its connection, its pidfd, the health check)
+ */
+#define G_LOG_DOMAIN "ShimwatchShim"
+
+#include "config.h"
+
+#include <sys/pidfd.h>
+#include <unistd.h>
+#include <glib-unix.h>
+
+#include "shimwatch-manager.h"
+#include "shimwatch-shim-private.h"
+
+void
+shimwatch_shim_stop_watching (ShimwatchShim *self)
+{
+  g_clear_handle_id (&self->shim_pidfd_watch, g_source_remove);
+  g_clear_handle_id (&self->health_timer, g_source_remove);
+  if (self->shim_pidfd >= 0)
+    {
+      close (self->shim_pidfd);
+      self->shim_pidfd = -1;
+    }
+}
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  shimwatch_shim_on_disconnected (user_data, reason->message);
+}
+
+static gboolean
+shim_process_exited_cb (int          fd,
+                        GIOCondition condition,
+                        gpointer     user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  self->shim_pidfd_watch = 0;
+  /* normally the socket's EOF comes first; if not, a child inherited the socket */
+  if (self->connected && self->handle != NULL)
+    {
+      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected",
+                          "shim process %u is dead but its connection is still open (a child of the "
+                          "shim holds the socket); treating the shim as gone",
+                          shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)));
+      shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+health_cb (GObject      *source,
+           GAsyncResult *result,
+           gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean answered;
+
+  self->health_pending = FALSE;
+  answered = shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result, NULL,
+                                                   NULL, &error);
+  if (!answered && !g_error_matches (error, SHIMWATCH_TTRPC_ERROR,
+                                     SHIMWATCH_GRPC_DEADLINE_EXCEEDED))
+    return;      /* closed: the disconnect path has it */
+  if (answered == shimwatch_dbus_shim_get_responsive (iface))
+    return;
+  shimwatch_dbus_shim_set_responsive (iface, answered);
+  if (answered)
+    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "responsive", "shim answers again");
+  else
+    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "unresponsive",
+                        "shim does not answer within %u ms; Reap can clean it up", HEALTH_TIMEOUT_MS);
+}
+
+/* no keepalive in ttrpc: a hung shim is only seen by asking it */
+static gboolean
+health_timer_cb (gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+
+  if (self->connected && !self->health_pending && self->handle != NULL)
+    {
+      self->health_pending = TRUE;
+      shimwatch_task_client_connect_async (self->handle->client, HEALTH_TIMEOUT_MS, health_cb,
+                                           g_object_ref (self));
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+void
+shimwatch_shim_attach (ShimwatchShim       *self,
+                       ShimwatchShimHandle *handle)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchTtrpc *ttrpc;
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  g_return_if_fail (self->handle == NULL);
+
+  self->handle = handle;
+  self->connected = TRUE;
+  shimwatch_dbus_shim_set_address (iface, handle->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
+  shimwatch_dbus_shim_set_responsive (iface, TRUE);
+  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
+  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  if (handle->shim_pid > 0)
+    {
+      self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
+      self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
+      if (self->shim_pidfd >= 0)
+        self->shim_pidfd_watch = g_unix_fd_add (self->shim_pidfd, G_IO_IN,
+                                                shim_process_exited_cb, self);
+    }
+  if (shimwatch_manager_get_config (self->manager)->health_interval_ms > 0)
+    self->health_timer = g_timeout_add (shimwatch_manager_get_config (self->manager)->health_interval_ms,
+                                        health_timer_cb, self);
+  if (shimwatch_ttrpc_is_closed (ttrpc))
+    {
+      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                     "closed before it was watched");
+
+      connection_closed_cb (ttrpc, error, self);
+    }
+}
