@@ -474,6 +474,76 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("status", "default/alpha", ""), [])
 
 
+class NewerApiTests(CliTestCase):
+    """The commands that use the 1.1 members: stop, pause, resume, history."""
+
+    def test_stop_pause_resume(self):
+        path = self.create_task("default", "svc")
+        pid = self.prop(path, "TaskPid")
+        self.assertEqual(self.ctl_ok("pause", "svc"), "Paused default/svc.\n")
+        self.assertEqual(self.prop(path, "Status"), "paused")
+        self.assertEqual(self.ctl_json("status", "svc")["status"], "paused")
+        self.assertEqual(self.ctl_json("resume", "default/svc"),
+                         {"namespace": "default", "id": "svc", "status": "running"})
+        self.assertEqual(self.prop(path, "Status"), "running")
+        # resume of a running task: the service says BadState, the command one sentence
+        proc = self.ctl("resume", "svc")
+        self.assertEqual(proc.returncode, 1)
+        self.assertTrue(proc.stderr.startswith("shimwatchctl: cannot resume default/svc: not "
+                                               "possible in the task’s current state ("),
+                        proc.stderr)
+        self.assertEqual(self.ctl_json("pause", "svc"),
+                         {"namespace": "default", "id": "svc", "status": "paused"})
+        self.assertEqual(self.ctl_ok("resume", "svc"), "Resumed default/svc.\n")
+
+        # sleep as a container's init ignores SIGTERM: SIGKILL after the timeout
+        started = time.monotonic()
+        self.assertEqual(self.ctl_ok("stop", "svc", "--timeout", "1"),
+                         "Stopped default/svc: exit status 137 (signal 9, Killed).\n")
+        self.assertGreaterEqual(time.monotonic() - started, 0.9)
+        self.assertEqual(self.prop(path, "Status"), "stopped")
+        self.assertTrue(process_dead(pid))
+
+        # a task that exits on SIGTERM: its own status, at once
+        polite = self.make_bundle("polite", ["sh", "-c", "trap 'exit 7' TERM; while :; do "
+                                             "sleep 0.1; done"])
+        self.create_task("default", "polite", polite)
+        self.assertEqual(self.ctl_json("stop", "polite", "--timeout", "30"),
+                         {"namespace": "default", "id": "polite", "exit_status": 7})
+        self.assertEqual(self.ctl("stop", "ghost").returncode, 3)
+
+    def test_history(self):
+        path = self.create_task("default", "hist")
+        pid = self.prop(path, "TaskPid")
+        self.ctl_ok("kill", "hist", "--signal", "KILL")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+        self.ctl_ok("delete", "hist")
+        self.create_task("default", "other")
+
+        events = self.ctl_json("history", "default/hist")["events"]
+        kinds = [e["event"] for e in events]
+        self.assertEqual([k for k in kinds if k in ("create", "start", "exit", "delete")],
+                         ["create", "start", "exit", "delete"], events)
+        for e in events:
+            self.assertEqual((e["namespace"], e["id"]), ("default", "hist"))
+            self.assertIsInstance(e["time"], int)
+        exit_event = next(e for e in events if e["event"] == "exit")
+        self.assertEqual((exit_event["pid"], exit_event["exit_status"]), (pid, 137))
+        self.assertEqual([e["time"] for e in events], sorted(e["time"] for e in events))
+
+        everything = self.ctl_json("history")["events"]
+        self.assertIn(("default", "other"), [(e["namespace"], e["id"]) for e in everything])
+        self.assertEqual(len(self.ctl_json("history", "-n", "2")["events"]), 2)
+
+        lines = self.ctl_ok("history", "hist").splitlines()
+        self.assertEqual(lines[0].split(), ["TIME", "EVENT", "TASK", "PID", "STATUS", "REASON"])
+        rows = [l for l in lines[1:] if " delete " in l]
+        self.assertEqual(len(rows), 1, lines)
+        self.assertIn("default/hist", rows[0])
+        self.assertIn(f" {pid} ", rows[0])
+        self.assertEqual(self.ctl_ok("history", "never/seen"), "No events.\n")
+
+
 class LogsTests(CliTestCase):
     def test_logs_and_follow(self):
         script = ("i=0; while [ $i -lt 100000 ]; do echo out$i; echo err$i >&2; i=$((i+1)); "
