@@ -796,6 +796,7 @@ struct _Reader
   gboolean          loading;    /* the backlog is being read; new lines wait in pending */
   gboolean          ending;     /* close once everything pending is written */
   gboolean          dead;       /* freed while its backlog was read: freed when it comes */
+  gboolean          follow;     /* gets new lines too */
 };
 
 static void
@@ -900,6 +901,8 @@ reader_push (Reader     *reader,
              const char *data,
              gsize       len)
 {
+  if (!reader->follow)
+    return;               /* the backlog is all it gets */
   if (reader->pending->len - reader->sent + len > reader->cap)
     {
       /* the reader's problem, not the service's: a notice */
@@ -959,6 +962,14 @@ shimwatch_task_log_open_reader (ShimwatchTaskLog  *self,
 
   g_return_val_if_fail (SHIMWATCH_IS_TASK_LOG (self), -1);
 
+  /* each holds a pipe and up to its backlog plus its buffer in memory */
+  if (g_list_length (self->readers) >= SHIMWATCH_TASK_LOG_MAX_READERS)
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY,
+                   "the log of task %s/%s has %u readers already; try again when one is "
+                   "done", self->namespace_, self->id, SHIMWATCH_TASK_LOG_MAX_READERS);
+      return -1;
+    }
   if (!g_unix_open_pipe (fds, FD_CLOEXEC, error))
     return -1;
   if (!g_unix_set_fd_nonblocking (fds[1], TRUE, error))
@@ -977,7 +988,8 @@ shimwatch_task_log_open_reader (ShimwatchTaskLog  *self,
   reader->loading = TRUE;
   /* without follow, or after the task is gone, the backlog is all there is */
   reader->ending = !follow || self->done;
-  if (!reader->ending)
+  reader->follow = !reader->ending;
+  if (!self->done)
     {
       reader->log = self;
       self->readers = g_list_prepend (self->readers, reader);

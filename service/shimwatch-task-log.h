@@ -22,6 +22,8 @@ G_BEGIN_DECLS
 
 #define SHIMWATCH_TASK_LOG_MAX_LINE       16384
 #define SHIMWATCH_TASK_LOG_READER_BUFFER  (1024 * 1024)
+/* OpenLog readers of one task at once (following or still being written): Busy beyond */
+#define SHIMWATCH_TASK_LOG_MAX_READERS    16
 /* ReadLog answers at most this much text (the newest lines); OpenLog has no such limit */
 #define SHIMWATCH_TASK_LOG_READ_MAX       (8 * 1024 * 1024)
 #define SHIMWATCH_TASK_LOG_FILE           "output.log"
@@ -81,12 +83,14 @@ GVariant         *shimwatch_task_log_read_finish (ShimwatchTaskLog              
                                                   GError                       **error);
 
 /* OpenLog: the read end of a pipe that delivers the backlog, then (follow) new lines
- * until the task is deleted, then EOF. The caller owns the returned fd. */
+ * until the task is deleted, then EOF. The caller owns the returned fd. Busy when the
+ * task has SHIMWATCH_TASK_LOG_MAX_READERS readers already. */
 int               shimwatch_task_log_open_reader (ShimwatchTaskLog              *self,
                                                   guint                          tail,
                                                   gint64                         since,
                                                   gboolean                       follow,
                                                   GError                       **error);
+/* readers still connected (following, or with their backlog not written yet) */
 guint             shimwatch_task_log_get_n_readers (ShimwatchTaskLog            *self);
 
 /* the task was deleted: drain what is left, stop, mark the log deleted (retention starts

@@ -471,6 +471,41 @@ test_readers (Fixture       *f,
   close (follower);
 }
 
+/* each reader holds memory and a pipe: past the limit, Busy; a closed one makes room */
+static void
+test_reader_limit (Fixture       *f,
+                   gconstpointer  data)
+{
+  int fds[SHIMWATCH_TASK_LOG_MAX_READERS];
+  g_autoptr(GError) error = NULL;
+  int again;
+
+  for (guint i = 0; i < G_N_ELEMENTS (fds); i++)
+    {
+      /* without follow too: a reader counts until it has written what it has */
+      fds[i] = shimwatch_task_log_open_reader (f->log, 0, 0, i % 2 == 0, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (fds[i], >=, 0);
+    }
+  g_assert_cmpint (shimwatch_task_log_open_reader (f->log, 0, 0, TRUE, &error), ==, -1);
+  g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY);
+  g_clear_error (&error);
+
+  close (fds[0]);
+  for (gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+       shimwatch_task_log_get_n_readers (f->log) == SHIMWATCH_TASK_LOG_MAX_READERS; )
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+    }
+  again = shimwatch_task_log_open_reader (f->log, 0, 0, TRUE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (again, >=, 0);
+  close (again);
+  for (guint i = 1; i < G_N_ELEMENTS (fds); i++)
+    close (fds[i]);
+}
+
 static void
 test_store_retention (void)
 {
@@ -582,6 +617,8 @@ main (int    argc,
   g_test_add ("/task-log/rotation", Fixture, &small, fixture_setup, test_rotation,
               fixture_teardown);
   g_test_add ("/task-log/readers", Fixture, NULL, fixture_setup, test_readers,
+              fixture_teardown);
+  g_test_add ("/task-log/reader-limit", Fixture, NULL, fixture_setup, test_reader_limit,
               fixture_teardown);
   g_test_add_func ("/task-log/store-retention", test_store_retention);
   g_test_add_func ("/task-log/config", test_config_keys);
