@@ -85,7 +85,8 @@ def one_round(bus, work, n):
                                Gio.DBusSignalFlags.NONE, owner_changed)
     log = open(os.path.join(work, "shimwatchd.log"), "a")
     started = time.monotonic()
-    daemon = subprocess.Popen([it.SHIMWATCHD, "--runtime-dir", runtime_dir, "--config", config],
+    daemon = subprocess.Popen([it.SHIMWATCHD, "--runtime-dir", runtime_dir,
+                               "--state-dir", os.path.join(work, "state"), "--config", config],
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         it.wait_until(lambda: owned_at or daemon.poll() is not None, 30, "the name")

@@ -31,7 +31,8 @@ if [ -z "${SHIMWATCH_DEMO_BUS:-}" ]; then
 fi
 
 say "starting shimwatchd (runtime directory $runtime_dir)"
-"$build/service/shimwatchd" --runtime-dir "$runtime_dir" >"$work/shimwatchd.log" 2>&1 &
+"$build/service/shimwatchd" --runtime-dir "$runtime_dir" --state-dir "$work/state" \
+  >"$work/shimwatchd.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
   gdbus call --system --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
