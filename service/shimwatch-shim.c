@@ -942,24 +942,44 @@ pids_rpc_cb (GObject      *source,
                                                                      sizeof (guint32)));
 }
 
+static void
+list_pids (ShimwatchShim         *self,
+           GDBusMethodInvocation *invocation,
+           gpointer               data)
+{
+  if (self->exit_emitted || status_is (self, "stopped"))
+    {
+      shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
+                                              g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
+                                                                         NULL, 0,
+                                                                         sizeof (guint32)));
+      return;
+    }
+  if (!require_connected (self, invocation))
+    return;
+  shimwatch_task_client_pids_async (self->handle->client, RPC_TIMEOUT_MS, pids_rpc_cb,
+                                    call_context_new (self, invocation));
+}
+
 static gboolean
 handle_list_pids (ShimwatchDbusShim     *iface,
                   GDBusMethodInvocation *invocation)
 {
   ShimwatchShim *self = SHIMWATCH_SHIM (iface);
 
-  if (self->exit_emitted || status_is (self, "stopped"))
+  if (self->loading)
     {
-      shimwatch_dbus_shim_complete_list_pids (iface, invocation,
-                                              g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
-                                                                         NULL, 0,
-                                                                         sizeof (guint32)));
+      /* after a restart, its shim not reached yet: answered once it is (or found dead),
+       * like the calls that need authorization */
+      AuthData *wait = g_new0 (AuthData, 1);
+
+      wait->self = g_object_ref (self);
+      wait->invocation = invocation;
+      wait->func = list_pids;
+      g_ptr_array_add (self->waiting_calls, wait);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
-  if (!require_connected (self, invocation))
-    return G_DBUS_METHOD_INVOCATION_HANDLED;
-  shimwatch_task_client_pids_async (self->handle->client, RPC_TIMEOUT_MS, pids_rpc_cb,
-                                    call_context_new (self, invocation));
+  list_pids (self, invocation, NULL);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

@@ -1774,7 +1774,7 @@ class RestartTests(ShimwatchTestCase):
         """Regression: the call that starts the service (bus activation delivers it as soon
         as the name is owned) got ListShims -> [] and "Object does not exist" until the
         shims answered. The recorded tasks' objects now exist before the name is taken,
-        and a call that needs a shim not reached yet waits for it."""
+        and a call that needs a shim not reached yet (Kill, Reap, ListPids) waits for it."""
         ids = [f"early{i}" for i in range(3)]
         paths = [self.create_task("default", i) for i in ids]
         before = {p: self.snapshot(p) for p in paths}
@@ -1804,14 +1804,21 @@ class RestartTests(ShimwatchTestCase):
             self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "Reap",
                           GLib.Variant("(ssa{sv})", ("default", ids[1], {})),
                           None, Gio.DBusCallFlags.NONE, 30000, None, answered, "reap")
+            # regression: ListPids answered BadState ("not connected") until the shim was
+            # reached; it waits like the others
+            self.bus.call(BUS_NAME, paths[2], SHIM, "ListPids", None, None,
+                          Gio.DBusCallFlags.NONE, 30000, None, answered, "pids")
             pump(0.5)
             self.assertEqual(replies, {}, "answered before the shims could be reached")
         finally:
             for p in paths:
                 os.kill(before[p]["ShimPid"], signal.SIGCONT)
-        wait_until(lambda: len(replies) == 2, 15, "the waiting Kill and Reap to be answered")
+        wait_until(lambda: len(replies) == 3, 15,
+                   "the waiting Kill, Reap and ListPids to be answered")
         self.assertEqual(replies["kill"], (), replies["kill"])
         self.assertEqual(replies["reap"], (137,), replies["reap"])
+        self.assertIsInstance(replies["pids"], tuple, replies["pids"])
+        self.assertIn(before[paths[2]]["TaskPid"], replies["pids"][0])
         wait_until(lambda: self.signals.named("TaskExit", id="early0"), 5, "forwarded TaskExit")
         self.assertEqual(self.counts("default", "early0"),
                          {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 0})
