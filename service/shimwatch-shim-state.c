@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The lifecycle of a task as a state machine (see shimwatch-shim-state.h). Nothing here
+ * knows D-Bus: ShimwatchShim feeds it inputs and publishes what it says.
+ */
+#include "config.h"
+
+#include "shimwatch-shim-state.h"
+
+/* the {signal → record flag} table: emitting, records and a restart use only this */
+static const struct {
+  ShimwatchLifecycleSignal signal;
+  const char              *member;
+  gsize                    flag_offset;   /* a gboolean in ShimwatchRecord */
+} lifecycle_signals[] = {
+  { SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED, "ShimDisconnected",
+    G_STRUCT_OFFSET (ShimwatchRecord, disconnected) },
+  { SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT, "TaskExit",
+    G_STRUCT_OFFSET (ShimwatchRecord, exit_emitted) },
+  { SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE, "TaskDelete",
+    G_STRUCT_OFFSET (ShimwatchRecord, delete_emitted) },
+};
+
+static const char * const statuses[SHIMWATCH_SHIM_N_STATES] = {
+  [SHIMWATCH_SHIM_STATE_CREATED] = "created",
+  [SHIMWATCH_SHIM_STATE_RUNNING] = "running",
+  [SHIMWATCH_SHIM_STATE_PAUSING] = "pausing",
+  [SHIMWATCH_SHIM_STATE_PAUSED] = "paused",
+  [SHIMWATCH_SHIM_STATE_STOPPED] = "stopped",
+  [SHIMWATCH_SHIM_STATE_DELETED] = "stopped",
+  [SHIMWATCH_SHIM_STATE_DISCONNECTED] = "disconnected",
+  [SHIMWATCH_SHIM_STATE_CLEANING] = "cleaning",
+  [SHIMWATCH_SHIM_STATE_TEARDOWN] = "stopped",
+};
+
+const char *
+shimwatch_lifecycle_signal_member (ShimwatchLifecycleSignal signal)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    if (lifecycle_signals[i].signal == signal)
+      return lifecycle_signals[i].member;
+  return NULL;
+}
+
+ShimwatchLifecycleSignal
+shimwatch_lifecycle_signal_from_member (const char *member)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    if (g_strcmp0 (lifecycle_signals[i].member, member) == 0)
+      return lifecycle_signals[i].signal;
+  return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+}
+
+gboolean *
+shimwatch_lifecycle_signal_record_flag (ShimwatchLifecycleSignal  signal,
+                                        ShimwatchRecord          *record)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    if (lifecycle_signals[i].signal == signal)
+      return G_STRUCT_MEMBER_P (record, lifecycle_signals[i].flag_offset);
+  return NULL;
+}
+
+void
+shimwatch_lifecycle_signal_undo_unsent (ShimwatchRecord *record)
+{
+  gboolean *flag;
+
+  if (record->pending_signal == NULL || record->pending_sent)
+    return;
+  flag = shimwatch_lifecycle_signal_record_flag (
+    shimwatch_lifecycle_signal_from_member (record->pending_signal), record);
+  if (flag != NULL)
+    *flag = FALSE;
+}
+
+const char *
+shimwatch_shim_state_to_status (ShimwatchShimState state)
+{
+  g_return_val_if_fail (state < SHIMWATCH_SHIM_N_STATES, "unknown");
+  return statuses[state];
+}
+
+const char *
+shimwatch_shim_input_to_string (ShimwatchShimInput input)
+{
+  static const char * const names[] = {
+    [SHIMWATCH_SHIM_INPUT_CREATED] = "created",
+    [SHIMWATCH_SHIM_INPUT_STARTED] = "started",
+    [SHIMWATCH_SHIM_INPUT_PAUSED] = "paused",
+    [SHIMWATCH_SHIM_INPUT_RESUMED] = "resumed",
+    [SHIMWATCH_SHIM_INPUT_EXITED] = "exited",
+    [SHIMWATCH_SHIM_INPUT_DELETED] = "deleted",
+    [SHIMWATCH_SHIM_INPUT_SHIM_GONE] = "shim-gone",
+    [SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED] = "cleanup-started",
+    [SHIMWATCH_SHIM_INPUT_ABANDONED] = "abandoned",
+    [SHIMWATCH_SHIM_INPUT_FINISHED] = "finished",
+    [SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED] = "runtime-created",
+    [SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING] = "runtime-running",
+    [SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING] = "runtime-pausing",
+    [SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED] = "runtime-paused",
+  };
+
+  return input < G_N_ELEMENTS (names) && names[input] != NULL ? names[input] : "unknown";
+}
+
+void
+shimwatch_shim_machine_init (ShimwatchShimMachine *machine)
+{
+  *machine = (ShimwatchShimMachine) { .state = SHIMWATCH_SHIM_STATE_CREATED };
+}
+
+static gboolean
+is_live (ShimwatchShimState state)
+{
+  return state <= SHIMWATCH_SHIM_STATE_STOPPED;
+}
+
+gboolean
+shimwatch_shim_machine_is_cleaning (const ShimwatchShimMachine *machine)
+{
+  return !machine->restored && (machine->state == SHIMWATCH_SHIM_STATE_DISCONNECTED ||
+                                machine->state == SHIMWATCH_SHIM_STATE_CLEANING ||
+                                machine->state == SHIMWATCH_SHIM_STATE_TEARDOWN);
+}
+
+gboolean
+shimwatch_shim_machine_has_sent (const ShimwatchShimMachine *machine,
+                                 ShimwatchLifecycleSignal    signal)
+{
+  return (machine->sent & signal) != 0;
+}
+
+/* the task is known to run or to have run, and this run has not started to clean it */
+static gboolean
+is_supervised (const ShimwatchShimMachine *machine)
+{
+  return is_live (machine->state) || machine->restored;
+}
+
+ShimwatchShimStep
+shimwatch_shim_machine_step (ShimwatchShimMachine     *machine,
+                             ShimwatchShimInput        input,
+                             ShimwatchLifecycleSignal *emit)
+{
+  ShimwatchShimState to = machine->state;
+  ShimwatchLifecycleSignal due = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+  gboolean exited = shimwatch_shim_machine_has_sent (machine, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
+
+  if (emit != NULL)
+    *emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+
+  switch (input)
+    {
+    case SHIMWATCH_SHIM_INPUT_CREATED:
+      if (machine->state != SHIMWATCH_SHIM_STATE_CREATED &&
+          machine->state != SHIMWATCH_SHIM_STATE_RUNNING)
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_STARTED:
+    case SHIMWATCH_SHIM_INPUT_RESUMED:
+    case SHIMWATCH_SHIM_INPUT_PAUSED:
+      if (!is_supervised (machine))
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      /* an exited task does not run again; a late event changes nothing */
+      if (exited)
+        return SHIMWATCH_SHIM_STEP_IGNORED;
+      to = input == SHIMWATCH_SHIM_INPUT_PAUSED ? SHIMWATCH_SHIM_STATE_PAUSED
+                                                : SHIMWATCH_SHIM_STATE_RUNNING;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED:
+    case SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING:
+    case SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING:
+    case SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED:
+      if (!is_supervised (machine))
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      to = input == SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED ? SHIMWATCH_SHIM_STATE_CREATED
+         : input == SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING ? SHIMWATCH_SHIM_STATE_RUNNING
+         : input == SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING ? SHIMWATCH_SHIM_STATE_PAUSING
+                                                         : SHIMWATCH_SHIM_STATE_PAUSED;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_EXITED:
+      /* always legal: the exit of a task being cleaned up is reported too, once */
+      if (is_supervised (machine))
+        to = SHIMWATCH_SHIM_STATE_STOPPED;
+      if (!exited)
+        due = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_DELETED:
+      if (!is_supervised (machine))
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      to = SHIMWATCH_SHIM_STATE_DELETED;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_SHIM_GONE:
+      if (machine->state == SHIMWATCH_SHIM_STATE_DELETED)
+        to = SHIMWATCH_SHIM_STATE_TEARDOWN;   /* the end of a normal Delete: no crash */
+      else if (is_supervised (machine))
+        {
+          to = SHIMWATCH_SHIM_STATE_DISCONNECTED;
+          if (!shimwatch_shim_machine_has_sent (machine,
+                                                SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED))
+            due = SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED;
+        }
+      else
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED:
+      if (machine->restored || machine->state != SHIMWATCH_SHIM_STATE_DISCONNECTED)
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      to = SHIMWATCH_SHIM_STATE_CLEANING;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_ABANDONED:
+      to = SHIMWATCH_SHIM_STATE_TEARDOWN;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_FINISHED:
+      if (machine->restored || (machine->state != SHIMWATCH_SHIM_STATE_CLEANING &&
+                                machine->state != SHIMWATCH_SHIM_STATE_TEARDOWN))
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      if (!shimwatch_shim_machine_has_sent (machine, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE))
+        due = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE;
+      break;
+
+    default:
+      g_return_val_if_reached (SHIMWATCH_SHIM_STEP_ILLEGAL);
+    }
+
+  if (to == machine->state && due == SHIMWATCH_LIFECYCLE_SIGNAL_NONE &&
+      (!machine->restored || input == SHIMWATCH_SHIM_INPUT_CREATED))
+    return SHIMWATCH_SHIM_STEP_IGNORED;
+  /* a recorded cleanup state ends with the first input of this run that moves on */
+  if (input != SHIMWATCH_SHIM_INPUT_CREATED)
+    machine->restored = FALSE;
+  machine->state = to;
+  machine->sent |= due;
+  if (emit != NULL)
+    *emit = due;
+  return SHIMWATCH_SHIM_STEP_CHANGED;
+}
+
+static ShimwatchShimState
+state_from_status (const char *status)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (statuses); i++)
+    if (i != SHIMWATCH_SHIM_STATE_DELETED && i != SHIMWATCH_SHIM_STATE_TEARDOWN &&
+        g_strcmp0 (statuses[i], status) == 0)
+      return (ShimwatchShimState) i;
+  return SHIMWATCH_SHIM_STATE_CREATED;     /* "" (0.1.0) or a status of the runtime */
+}
+
+void
+shimwatch_shim_machine_restore (ShimwatchShimMachine  *machine,
+                                const ShimwatchRecord *record)
+{
+  shimwatch_shim_machine_init (machine);
+  machine->state = record->deleted ? SHIMWATCH_SHIM_STATE_DELETED
+                                   : state_from_status (record->status);
+  machine->restored = machine->state == SHIMWATCH_SHIM_STATE_DISCONNECTED ||
+                      machine->state == SHIMWATCH_SHIM_STATE_CLEANING;
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    if (G_STRUCT_MEMBER (gboolean, record, lifecycle_signals[i].flag_offset))
+      machine->sent |= lifecycle_signals[i].signal;
+}
+
+void
+shimwatch_shim_machine_fill_record (const ShimwatchShimMachine *machine,
+                                    ShimwatchRecord            *record)
+{
+  record->status = (char *) shimwatch_shim_state_to_status (machine->state);
+  record->deleted = machine->state == SHIMWATCH_SHIM_STATE_DELETED ||
+                    machine->state == SHIMWATCH_SHIM_STATE_TEARDOWN;
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    G_STRUCT_MEMBER (gboolean, record, lifecycle_signals[i].flag_offset) =
+      (machine->sent & lifecycle_signals[i].signal) != 0;
+  record->exit_known = (machine->sent & SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) != 0;
+}
