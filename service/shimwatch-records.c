@@ -13,6 +13,7 @@
 
 #include "shimwatch-file.h"
 #include "shimwatch-records.h"
+#include "shimwatch-shim-state.h"
 
 /* a record is about 1 KiB; anything much larger was not written by us */
 #define RECORD_MAX (64u << 10)
@@ -332,15 +333,7 @@ shimwatch_records_load (const char *records_dir,
               continue;
             }
           /* its signal never went out: the flag it set ahead of time does not hold */
-          if (record->pending_signal != NULL && !record->pending_sent)
-            {
-              if (g_str_equal (record->pending_signal, "ShimDisconnected"))
-                record->disconnected = FALSE;
-              else if (g_str_equal (record->pending_signal, "TaskExit"))
-                record->exit_emitted = FALSE;
-              else
-                record->delete_emitted = FALSE;
-            }
+          shimwatch_lifecycle_signal_undo_unsent (record);
           g_ptr_array_add (records, record);
         }
       close (dir_fd);

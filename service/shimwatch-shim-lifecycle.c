@@ -24,11 +24,47 @@ manager_iface (ShimwatchShim *self)
   return SHIMWATCH_DBUS_MANAGER (self->manager);
 }
 
-void
-shimwatch_shim_set_status (ShimwatchShim *self,
-                           const char    *status)
+static void
+publish_state (ShimwatchShim *self)
 {
-  shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  const char *status = shimwatch_shim_state_to_status (self->machine.state);
+
+  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), status) != 0)
+    shimwatch_dbus_shim_set_status (iface, status);
+}
+
+ShimwatchLifecycleSignal
+shimwatch_shim_transition (ShimwatchShim      *self,
+                           ShimwatchShimInput  input)
+{
+  ShimwatchLifecycleSignal emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+  ShimwatchShimState from = self->machine.state;
+
+  switch (shimwatch_shim_machine_step (&self->machine, input, &emit))
+    {
+    case SHIMWATCH_SHIM_STEP_ILLEGAL:
+      g_debug ("%s/%s: %s in state %s changes nothing", self->namespace_, self->id,
+               shimwatch_shim_input_to_string (input), shimwatch_shim_state_to_status (from));
+      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+    case SHIMWATCH_SHIM_STEP_IGNORED:
+      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+    case SHIMWATCH_SHIM_STEP_CHANGED:
+    default:
+      publish_state (self);
+      return emit;
+    }
+}
+
+void
+shimwatch_shim_restore_state (ShimwatchShim         *self,
+                              const ShimwatchRecord *record)
+{
+  if (record != NULL)
+    shimwatch_shim_machine_restore (&self->machine, record);
+  else
+    shimwatch_shim_machine_init (&self->machine);
+  publish_state (self);
 }
 
 static void
@@ -47,14 +83,9 @@ fill_record (ShimwatchShim   *self,
   record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
   record->task_start_time = self->task_start_time;
   record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
-  record->status = (char *) shimwatch_dbus_shim_get_status (iface);
   record->cgroup_path = self->cgroup_path;
-  record->exit_known = self->exit_emitted;
   record->exit = self->exit;
-  record->exit_emitted = self->exit_emitted;
-  record->disconnected = self->disconnected;
-  record->deleted = self->deleted;
-  record->delete_emitted = self->delete_emitted;
+  shimwatch_shim_machine_fill_record (&self->machine, record);
   record->owner = (char *) shimwatch_dbus_shim_get_owner (iface);
   record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
   record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
@@ -183,13 +214,15 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
                                const char    *reason)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  const char *member = shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
   gboolean marked;
 
-  if (self->exit_emitted)
+  /* the task is stopped (unless it is being cleaned up); TaskExit only once */
+  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
+      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
     return;
   if (reason == NULL)
     reason = classify_exit (self, exit_status);
-  self->exit_emitted = TRUE;
   self->exit.pid = pid;
   self->exit.exit_status = exit_status;
   self->exit.exited_at = exited_at;
@@ -200,11 +233,11 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
   g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
-  marked = before_signal (self, "TaskExit", "exit-prepared");
+  marked = before_signal (self, member, "exit-prepared");
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
-  after_signal (self, "TaskExit", marked, "exit-emitted");
+  after_signal (self, member, marked, "exit-emitted");
   shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
@@ -215,20 +248,22 @@ emit_task_delete_and_finish (ShimwatchShim *self,
                              gboolean       reaped,
                              gboolean       cleanup_failed)
 {
-  if (!self->delete_emitted)
+  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) ==
+      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE)
     {
+      const char *member =
+        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
       gboolean marked;
 
-      self->delete_emitted = TRUE;
       shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                           self->exit.pid, self->exit.exit_status);
-      marked = before_signal (self, "TaskDelete", "delete-prepared");
+      marked = before_signal (self, member, "delete-prepared");
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
       /* a TaskDelete that never went out stays in the record for the next start to send */
-      if (!after_signal (self, "TaskDelete", marked, "delete-emitted"))
+      if (!after_signal (self, member, marked, "delete-emitted"))
         self->persistent = FALSE;
       shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
     }
@@ -302,7 +337,7 @@ crash_cleanup_done_cb (GObject      *source,
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
   shimwatch_crash_point ("cleaned");
-  if (!self->exit_emitted)
+  if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* runc's delete --force ended what the dead shim left running */
       if (outcome->delete_ok)
@@ -373,22 +408,22 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   ShimwatchCleanupRequest *request;
 
-  if (self->detached || self->cleaning)
+  if (self->detached || shimwatch_shim_is_cleaning (self))
     return;
   self->connected = FALSE;
   self->loading = FALSE;
-  if (!self->deleted && self->exported && self->cgroup_path != NULL)
+  if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
   shimwatch_shim_stop_watching (self);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
     return;
-  self->cleaning = TRUE;
 
-  if (self->deleted)
+  if (self->machine.state == SHIMWATCH_SHIM_STATE_DELETED)
     {
       /* the end of a normal Delete: the task directory and the cgroup go, no crash
        * signals; the shim's Delete already did what `shim delete` would */
+      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
       request = shimwatch_shim_cleanup_request (self, FALSE);
       request->deleted = TRUE;
       shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
@@ -397,22 +432,24 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
     }
 
   shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)", reason);
-  shimwatch_shim_set_status (self, "disconnected");
-  if (!self->disconnected)
+  /* Status "disconnected"; ShimDisconnected only once, also across restarts */
+  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE) ==
+      SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
     {
+      const char *member =
+        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
       gboolean marked;
 
-      self->disconnected = TRUE;
-      marked = before_signal (self, "ShimDisconnected", "disconnected-prepared");
+      marked = before_signal (self, member, "disconnected-prepared");
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-      after_signal (self, "ShimDisconnected", marked, "disconnected");
+      after_signal (self, member, marked, "disconnected");
       shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
                                   reason);
     }
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_DISCONNECTED], 0);
-  shimwatch_shim_set_status (self, "cleaning");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
 
   /* a hung shim was killed above; what runs in the task's cgroup is killed by the
    * cleanup. A record from before per-task cgroups knows no cgroup: only then are all
@@ -423,7 +460,8 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
                         "killed what was still running in %s", self->task_dir);
 
   /* a task whose exit is already known is not killed again: its real status stays */
-  request = shimwatch_shim_cleanup_request (self, !self->exit_emitted);
+  request = shimwatch_shim_cleanup_request (
+    self, !shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT));
   request->kill_cgroup = TRUE;
   shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
                                killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
@@ -461,8 +499,7 @@ shimwatch_shim_set_created (ShimwatchShim *self,
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   shimwatch_dbus_shim_set_task_pid (iface, pid);
-  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), "running") != 0)
-    shimwatch_shim_set_status (self, "created");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CREATED);
   /* a pidfd taken now lets a dead shim's task be killed at once, without pid reuse */
   if (self->task_pidfd < 0 && pid > 0)
     {
@@ -482,8 +519,7 @@ shimwatch_shim_set_started (ShimwatchShim *self,
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  if (!self->exit_emitted)
-    shimwatch_shim_set_status (self, "running");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
   shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
   shimwatch_shim_save (self);
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
@@ -519,8 +555,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
                                                event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_START:
-      if (!self->exit_emitted && !self->cleaning)
-        shimwatch_shim_set_status (self, "running");
+      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
       shimwatch_dbus_manager_emit_task_start (manager, self->path, self->namespace_, self->id,
                                               event->pid);
       break;
@@ -529,8 +564,6 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       if (event->exec_id != NULL && *event->exec_id != '\0' &&
           g_strcmp0 (event->exec_id, self->id) != 0)
         break;
-      if (!self->cleaning)
-        shimwatch_shim_set_status (self, "stopped");
       shimwatch_shim_emit_task_exit (self, event->pid, event->exit_status,
                                      event->exited_at != 0 ? event->exited_at : g_get_real_time (), NULL);
       break;
@@ -538,7 +571,8 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "oom", "task hit its memory limit");
       self->oom = TRUE;
       /* the OOM event may come after the exit it caused */
-      if (self->exit_emitted && self->exit.exit_status == 128 + SIGKILL &&
+      if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
+          self->exit.exit_status == 128 + SIGKILL &&
           g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
         shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
       shimwatch_shim_save (self);
@@ -546,12 +580,10 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:
-      if (!self->cleaning)
-        shimwatch_shim_set_status (self, "paused");
+      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
       break;
     case SHIMWATCH_EVENT_TASK_RESUMED:
-      if (!self->cleaning)
-        shimwatch_shim_set_status (self, "running");
+      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
       break;
     case SHIMWATCH_EVENT_TASK_DELETE:       /* we emit our own TaskDelete, exactly once */
     case SHIMWATCH_EVENT_TASK_EXEC_ADDED:

@@ -15,6 +15,7 @@
 #include "shimwatch-logging.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
+#include "shimwatch-shim-state.h"
 #include "shimwatch-task-log.h"
 #include "shimwatch-task-stats.h"
 
@@ -52,14 +53,12 @@ struct _ShimwatchShim
   gboolean             loading;          /* from a record, its shim not reached yet */
   GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
   gboolean             kill_when_reached; /* Reap while loading */
-  gboolean             disconnected;     /* ShimDisconnected went out (maybe before a restart) */
   GPtrArray           *early_events;   /* arrived before export, or while loading */
   gboolean             connected;
   gboolean             detached;
-  gboolean             deleted;        /* a normal Delete completed: no crash semantics */
-  gboolean             cleaning;
-  gboolean             exit_emitted;
-  gboolean             delete_emitted;
+  /* the task's lifecycle: Status and the lifecycle signals' flags, changed only by
+   * shimwatch_shim_transition() */
+  ShimwatchShimMachine machine;
   ShimwatchExit        exit;           /* the real or synthesized exit, once known */
   GDBusMethodInvocation *delete_invocation;
   ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
@@ -91,8 +90,22 @@ extern guint shimwatch_shim_signals[N_SIGNALS];
                       }), __VA_ARGS__)
 
 /* shimwatch-shim-lifecycle.c */
-void     shimwatch_shim_set_status          (ShimwatchShim  *self,
-                                             const char     *status);
+/* the only writer of Status and of the lifecycle signals' flags: feeds @input to the
+ * state machine and publishes its state; returns the signal that must go out now (its
+ * flag already set), or NONE */
+ShimwatchLifecycleSignal
+         shimwatch_shim_transition          (ShimwatchShim      *self,
+                                             ShimwatchShimInput  input);
+/* the machine from @record (a restart), or a new task's (@record NULL) */
+void     shimwatch_shim_restore_state       (ShimwatchShim         *self,
+                                             const ShimwatchRecord *record);
+#define shimwatch_shim_has_sent(self, signal) \
+  shimwatch_shim_machine_has_sent (&(self)->machine, (signal))
+#define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->machine)
+/* a normal Delete completed (or a failed CreateTask is undone): no crash semantics */
+#define shimwatch_shim_is_deleted(self) \
+  ((self)->machine.state == SHIMWATCH_SHIM_STATE_DELETED || \
+   (self)->machine.state == SHIMWATCH_SHIM_STATE_TEARDOWN)
 void     shimwatch_shim_add_history         (ShimwatchShim  *self,
                                              const char     *event,
                                              guint32         pid,

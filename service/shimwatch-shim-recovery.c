@@ -27,11 +27,10 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   self->task_start_time = record->task_start_time;
   /* until its shim answers again: whatever runs under the recorded pid now */
   self->shim_start_time = shimwatch_process_start_time (record->shim_pid);
-  self->exit_emitted = record->exit_emitted;
   self->exit = record->exit;
-  self->disconnected = record->disconnected;
-  self->deleted = record->deleted;
-  self->delete_emitted = record->delete_emitted;
+  /* Status and which signals went out; a pending signal that did not go out was undone
+   * when the record was loaded */
+  shimwatch_shim_restore_state (self, record);
   if (record->pending_signal != NULL && !record->pending_sent)
     shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record",
                         "%s was about to go out when the service stopped, but did not: it is sent now",
@@ -45,7 +44,6 @@ shimwatch_shim_new_from_record (ShimwatchManager      *manager,
   shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
   shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
   shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
-  shimwatch_dbus_shim_set_status (iface, record->status[0] != '\0' ? record->status : "created");
   if (record->owner != NULL && record->owner[0] != '\0')
     shimwatch_dbus_shim_set_owner (iface, record->owner);
   shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
@@ -88,13 +86,17 @@ readopt_state_cb (GObject      *source,
   /* whatever happened while the service was down: a real exit is reported now, once */
   if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
     {
-      if (!self->cleaning)
-        shimwatch_shim_set_status (self, "stopped");
       shimwatch_shim_emit_task_exit (self, state.pid, state.exit_status,
                                      state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
     }
-  else if (state.status != SHIMWATCH_TASK_STATUS_UNKNOWN && !self->cleaning)
-    shimwatch_shim_set_status (self, shimwatch_task_status_to_string (state.status));
+  else if (state.status == SHIMWATCH_TASK_STATUS_CREATED)
+    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);
+  else if (state.status == SHIMWATCH_TASK_STATUS_RUNNING)
+    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSING)
+    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSED)
+    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED);
   shimwatch_shim_save (self);
 }
 
@@ -116,7 +118,7 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
       shimwatch_shim_kill_shim (self, NULL);
       return;
     }
-  if (self->deleted)
+  if (self->machine.state == SHIMWATCH_SHIM_STATE_DELETED)
     {
       /* the service died between Delete and the shim's shutdown: finish the teardown */
       shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,

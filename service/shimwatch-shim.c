@@ -128,11 +128,12 @@ static gboolean
 require_connected (ShimwatchShim         *self,
                    GDBusMethodInvocation *invocation)
 {
-  if (self->connected && !self->deleted && self->delete_invocation == NULL)
+  if (self->connected && !shimwatch_shim_is_deleted (self) && self->delete_invocation == NULL)
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s", self->namespace_, self->id,
-                                         self->deleted || self->delete_invocation != NULL
+                                         shimwatch_shim_is_deleted (self) ||
+                                         self->delete_invocation != NULL
                                            ? "being deleted" : "being cleaned up");
   return FALSE;
 }
@@ -170,7 +171,8 @@ return_lifecycle_error (ShimwatchShim         *self,
                                              SHIMWATCH_ERROR_BAD_STATE,
                                              "cannot %s task %s/%s: it is %s", operation,
                                              self->namespace_, self->id,
-                                             self->exit_emitted ? "stopped"
+                                             shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
+                                               ? "stopped"
                                                : shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)));
       return;
     }
@@ -364,7 +366,7 @@ delete_rpc_cb (GObject      *source,
         {
           shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "delete",
                               "delete found the shim gone (%s); cleaning up", error->message);
-          if (!self->cleaning)
+          if (!shimwatch_shim_is_cleaning (self))
             shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
           return;
         }
@@ -373,8 +375,7 @@ delete_rpc_cb (GObject      *source,
     }
 
   /* registered no more: the close that follows is not a crash (containerd #4784) */
-  self->deleted = TRUE;
-  if (!self->exit_emitted)
+  if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* a task deleted before it ever ran or exited has no TaskExit of its own */
       self->exit = exit_info;
@@ -387,7 +388,7 @@ delete_rpc_cb (GObject      *source,
     }
   if (self->exit.exited_at == 0)
     self->exit.exited_at = g_get_real_time ();
-  shimwatch_shim_set_status (self, "stopped");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DELETED);
   shimwatch_shim_save (self);
   shimwatch_crash_point ("deleted");
   shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
@@ -698,8 +699,7 @@ pause_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "pause", error);
       return;
     }
-  if (!self->exit_emitted && !self->cleaning)
-    shimwatch_shim_set_status (self, "paused");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
   shimwatch_shim_save (self);
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task paused");
   shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
@@ -740,8 +740,7 @@ resume_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "resume", error);
       return;
     }
-  if (!self->exit_emitted && !self->cleaning)
-    shimwatch_shim_set_status (self, "running");
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
   shimwatch_shim_save (self);
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task resumed");
   shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
@@ -814,7 +813,8 @@ set_labels_authorized (ShimwatchShim         *self,
 {
   g_autoptr(GVariant) labels = NULL;
 
-  if (self->deleted || self->delete_emitted)
+  if (shimwatch_shim_is_deleted (self) ||
+      shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE))
     {
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_BAD_STATE,
@@ -869,7 +869,8 @@ static gboolean
 require_processes (ShimwatchShim         *self,
                    GDBusMethodInvocation *invocation)
 {
-  if (!self->exit_emitted && !self->cleaning && !self->deleted &&
+  if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
+      !shimwatch_shim_is_cleaning (self) && !shimwatch_shim_is_deleted (self) &&
       (status_is (self, "created") || status_is (self, "running") || status_is (self, "paused")))
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
@@ -947,7 +948,8 @@ list_pids (ShimwatchShim         *self,
            GDBusMethodInvocation *invocation,
            gpointer               data)
 {
-  if (self->exit_emitted || status_is (self, "stopped"))
+  if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
+      status_is (self, "stopped"))
     {
       shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
                                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
@@ -1049,7 +1051,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   g_task_set_source_tag (task, shimwatch_shim_abandon_async);
   /* no events: the task was never handed to a client */
   shimwatch_shim_detach (self);
-  self->cleaning = TRUE;
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ABANDONED);
   if (self->handle != NULL)
     shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
   /* a shim that never answered Connect never told its pid: only then is every process
@@ -1176,7 +1178,7 @@ shimwatch_shim_new (ShimwatchManager *manager,
   shimwatch_dbus_shim_set_runtime (iface, runtime);
   shimwatch_dbus_shim_set_address (iface, "");
   shimwatch_dbus_shim_set_cgroup_path (iface, "");
-  shimwatch_dbus_shim_set_status (iface, "created");
+  shimwatch_shim_restore_state (self, NULL);
   shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
   shimwatch_dbus_shim_set_owner (iface, "shimwatch");
   shimwatch_dbus_shim_set_bundle_source (iface, "");
