@@ -203,8 +203,12 @@ create_shim_started_cb (GObject      *source,
   ShimwatchCreateParams params = { 0 };
 
   handle = shimwatch_launcher_start_finish (SHIMWATCH_LAUNCHER (source), result, &error);
-  data->shim = shimwatch_shim_new (self, data->namespace_, data->id, data->runtime,
-                                   data->shim_binary, data->task_dir);
+  {
+    ShimwatchShimServices services = shimwatch_manager_shim_services (self);
+
+    data->shim = shimwatch_shim_new (&services, data->namespace_, data->id, data->runtime,
+                                     data->shim_binary, data->task_dir);
+  }
   shimwatch_shim_set_cgroup_path (data->shim, data->cgroup_path);
   shimwatch_shim_set_task_log (data->shim, data->task_log);
   shimwatch_shim_set_description (data->shim, data->bundle,

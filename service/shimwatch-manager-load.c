@@ -148,18 +148,23 @@ load_done (ShimwatchManager *self)
   shimwatch_manager_remove_all_unused_cgroup_parents (self);
 }
 
+typedef struct {
+  ShimwatchManager *self;     /* not owned: waits for every shim it reaches (n_loading) */
+  ShimwatchShim    *shim;
+} ReachData;
+
 static void
 load_connected_cb (GObject      *source,
                    GAsyncResult *result,
                    gpointer      user_data)
 {
-  g_autoptr(ShimwatchShim) shim = user_data;
+  g_autofree ReachData *reach = user_data;
+  g_autoptr(ShimwatchShim) shim = reach->shim;
+  ShimwatchManager *self = reach->self;
   g_autoptr(GError) error = NULL;
   ShimwatchShimHandle *handle;
-  ShimwatchManager *self;
 
   handle = shimwatch_launcher_connect_finish (SHIMWATCH_LAUNCHER (source), result, &error);
-  self = g_object_get_data (G_OBJECT (shim), "shimwatch-manager");
   if (handle != NULL)
     shimwatch_shim_readopt (shim, handle);
   else
@@ -231,8 +236,11 @@ load_record (ShimwatchManager *self,
 
   /* the object appears now, as the record describes the task; its shim is reached once
    * the name is owned, and calls that need the shim wait until then */
-  shim = shimwatch_shim_new_from_record (self, record);
-  g_object_set_data (G_OBJECT (shim), "shimwatch-manager", self);
+  {
+    ShimwatchShimServices services = shimwatch_manager_shim_services (self);
+
+    shim = shimwatch_shim_new_from_record (&services, record);
+  }
   /* its output is drained again at once: a full FIFO would block the task */
   {
     g_autoptr(ShimwatchTaskLog) task_log = shimwatch_log_store_reopen (self->logs,
@@ -320,10 +328,16 @@ shimwatch_manager_reach_shims (ShimwatchManager *self)
           load_done (self);
           continue;
         }
-      shimwatch_launcher_connect_async (self->launcher, shimwatch_shim_get_namespace (shim),
-                                        shimwatch_shim_get_id (shim),
-                                        shimwatch_shim_get_task_dir (shim), address,
-                                        load_connected_cb, g_object_ref (shim));
+      {
+        ReachData *reach = g_new0 (ReachData, 1);
+
+        reach->self = self;
+        reach->shim = g_object_ref (shim);
+        shimwatch_launcher_connect_async (self->launcher, shimwatch_shim_get_namespace (shim),
+                                          shimwatch_shim_get_id (shim),
+                                          shimwatch_shim_get_task_dir (shim), address,
+                                          load_connected_cb, reach);
+      }
     }
 
   /* clients already heard the end of these: only files are left */

@@ -38,10 +38,8 @@ struct _ShimwatchManager
   ShimwatchAuthority           *authority;
   ShimwatchLogStore            *logs;
   GDBusObjectManagerServer     *object_manager;
-  ShimwatchSignalLedger        *ledger;
   ShimwatchHistory             *history;    /* events and counters, under the state dir */
-  GDBusConnection              *filtered;   /* the ledger watches its outgoing signals */
-  guint                         filter_id;
+  ShimwatchPublisher           *publisher;  /* bus connection, ledger, records, for shims */
 
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
   GHashTable                   *reserved;   /* "ns/id" being created */
@@ -50,6 +48,8 @@ struct _ShimwatchManager
 };
 
 /* shimwatch-manager.c */
+/* what every shim is built with */
+ShimwatchShimServices shimwatch_manager_shim_services (ShimwatchManager *self);
 char       *shimwatch_manager_task_key          (const char           *namespace_,
                                                  const char           *id);
 char       *shimwatch_manager_task_dir_for      (ShimwatchManager     *self,

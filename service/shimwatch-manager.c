@@ -561,31 +561,24 @@ handle_reap (ShimwatchDbusManager  *iface,
 }
 
 
-const char *
-shimwatch_manager_get_records_dir (ShimwatchManager *self)
-{
-  return self->records_dir;
-}
 
 /* -- setup ---------------------------------------------------------------------------- */
 
-ShimwatchAuthority *
-shimwatch_manager_get_authority (ShimwatchManager *self)
+/* what a shim works with, handed to it when it is built (no calls back into the manager) */
+ShimwatchShimServices
+shimwatch_manager_shim_services (ShimwatchManager *self)
 {
-  return self->authority;
+  return (ShimwatchShimServices) {
+    .config = self->config,
+    .cleanup = self->cleanup,
+    .authority = self->authority,
+    .publisher = self->publisher,
+    .runc_root = self->runc_root,
+  };
 }
 
-ShimwatchCgroupHost *
-shimwatch_manager_get_cgroups (ShimwatchManager *self)
-{
-  return self->cgroups;
-}
 
-ShimwatchCleanup *
-shimwatch_manager_get_cleanup (ShimwatchManager *self)
-{
-  return self->cleanup;
-}
+
 
 const ShimwatchConfig *
 shimwatch_manager_get_config (ShimwatchManager *self)
@@ -593,23 +586,8 @@ shimwatch_manager_get_config (ShimwatchManager *self)
   return self->config;
 }
 
-const char *
-shimwatch_manager_get_runc_root (ShimwatchManager *self)
-{
-  return self->runc_root;
-}
 
-ShimwatchSignalLedger *
-shimwatch_manager_get_signal_ledger (ShimwatchManager *self)
-{
-  return self->ledger;
-}
 
-ShimwatchHistory *
-shimwatch_manager_get_history (ShimwatchManager *self)
-{
-  return self->history;
-}
 
 guint
 shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
@@ -697,6 +675,9 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   shimwatch_dbus_manager_set_cleanup_failure_count (SHIMWATCH_DBUS_MANAGER (self),
                                                     counters.cleanup_failures);
 
+  self->publisher = shimwatch_publisher_new (SHIMWATCH_DBUS_MANAGER (self), self->records_dir,
+                                             self->history);
+
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   return g_steal_pointer (&self);
 }
@@ -712,8 +693,7 @@ shimwatch_manager_export (ShimwatchManager  *self,
   self->authority = shimwatch_authority_new (connection, use_polkit);
   self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
   g_dbus_object_manager_server_set_connection (self->object_manager, connection);
-  self->filtered = g_object_ref (connection);
-  self->filter_id = shimwatch_signal_ledger_attach (self->ledger, connection);
+  shimwatch_publisher_attach (self->publisher, connection);
   return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self), connection,
                                            SHIMWATCH_DBUS_PATH, error);
 }
@@ -746,10 +726,7 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_pointer (&self->broken, g_ptr_array_unref);
   g_clear_pointer (&self->recorded, g_hash_table_unref);
   g_clear_pointer (&self->to_reach, g_ptr_array_unref);
-  if (self->filtered != NULL)
-    g_dbus_connection_remove_filter (self->filtered, self->filter_id);
-  g_clear_object (&self->filtered);
-  g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
+  g_clear_object (&self->publisher);
   g_clear_object (&self->history);     /* writes what is still queued */
   g_clear_object (&self->object_manager);
   g_clear_object (&self->authority);
@@ -790,5 +767,4 @@ shimwatch_manager_init (ShimwatchManager *self)
   self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) g_ptr_array_unref);
   self->cgroup_users = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  self->ledger = shimwatch_signal_ledger_new (SHIMWATCH_DBUS_MANAGER_IFACE);
 }

@@ -37,17 +37,10 @@ void                shimwatch_manager_load                (ShimwatchManager     
  * over again, dead ones cleaned with their events), and clean task directories no
  * record explains */
 void                shimwatch_manager_reach_shims         (ShimwatchManager       *self);
-const char         *shimwatch_manager_get_records_dir     (ShimwatchManager       *self);
 /* stop supervising without touching any shim: they outlive the service */
 void                shimwatch_manager_shutdown            (ShimwatchManager       *self);
 guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager       *self);
 
-ShimwatchAuthority *shimwatch_manager_get_authority       (ShimwatchManager       *self);
-ShimwatchCleanup   *shimwatch_manager_get_cleanup         (ShimwatchManager       *self);
-ShimwatchCgroupHost *shimwatch_manager_get_cgroups        (ShimwatchManager       *self);
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
-const char         *shimwatch_manager_get_runc_root       (ShimwatchManager       *self);
-ShimwatchSignalLedger *shimwatch_manager_get_signal_ledger (ShimwatchManager       *self);
-ShimwatchHistory   *shimwatch_manager_get_history         (ShimwatchManager       *self);
 
 G_END_DECLS

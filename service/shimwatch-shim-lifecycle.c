@@ -15,13 +15,12 @@
 #include <unistd.h>
 
 #include "shimwatch-crash-point.h"
-#include "shimwatch-manager.h"
 #include "shimwatch-shim-private.h"
 
 static ShimwatchDbusManager *
 manager_iface (ShimwatchShim *self)
 {
-  return SHIMWATCH_DBUS_MANAGER (self->manager);
+  return shimwatch_publisher_get_signals (self->services.publisher);
 }
 
 static void
@@ -113,7 +112,7 @@ shimwatch_shim_add_history (ShimwatchShim *self,
     .reason = reason,
   };
 
-  shimwatch_history_add (shimwatch_manager_get_history (self->manager), &entry);
+  shimwatch_history_add (shimwatch_publisher_get_history (self->services.publisher), &entry);
 }
 
 /* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a
@@ -141,7 +140,7 @@ shimwatch_shim_save (ShimwatchShim *self)
     return;
   fill_record (self, &record);
   /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!shimwatch_records_write (shimwatch_manager_get_records_dir (self->manager), &record,
+  if (!shimwatch_records_write (shimwatch_publisher_get_records_dir (self->services.publisher), &record,
                                 &error))
     shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                         error->message);
@@ -167,7 +166,7 @@ before_signal (ShimwatchShim *self,
     return FALSE;
   fill_record (self, &record);
   record.pending_signal = (char *) member;
-  commit = shimwatch_records_prepare (shimwatch_manager_get_records_dir (self->manager),
+  commit = shimwatch_records_prepare (shimwatch_publisher_get_records_dir (self->services.publisher),
                                       &record, &error);
   if (commit == NULL)
     {
@@ -175,7 +174,7 @@ before_signal (ShimwatchShim *self,
                           error->message);
       return FALSE;
     }
-  shimwatch_signal_ledger_expect (shimwatch_manager_get_signal_ledger (self->manager),
+  shimwatch_signal_ledger_expect (shimwatch_publisher_get_ledger (self->services.publisher),
                                   member, self->path, commit);
   shimwatch_crash_point (crash_point);
   return TRUE;
@@ -189,7 +188,7 @@ after_signal (ShimwatchShim *self,
               const char    *crash_point)
 {
   GDBusConnection *connection =
-    g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->manager));
+    shimwatch_publisher_get_connection (self->services.publisher);
   g_autoptr(GError) error = NULL;
   gboolean sent = TRUE;
 
@@ -199,7 +198,7 @@ after_signal (ShimwatchShim *self,
       g_clear_error (&error);
     }
   if (marked)
-    sent = shimwatch_signal_ledger_settle (shimwatch_manager_get_signal_ledger (self->manager),
+    sent = shimwatch_signal_ledger_settle (shimwatch_publisher_get_ledger (self->services.publisher),
                                            member, self->path);
   shimwatch_crash_point (crash_point);
   return sent;
@@ -273,7 +272,7 @@ emit_task_delete_and_finish (ShimwatchShim *self,
     {
       g_autoptr(GError) error = NULL;
 
-      if (!shimwatch_records_remove (shimwatch_manager_get_records_dir (self->manager),
+      if (!shimwatch_records_remove (shimwatch_publisher_get_records_dir (self->services.publisher),
                                      self->namespace_, self->id, &error))
         shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
       self->persistent = FALSE;
@@ -293,13 +292,13 @@ shimwatch_shim_cleanup_request (ShimwatchShim *self,
                                 gboolean       kill_task)
 {
   ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
-  const ShimwatchConfig *config = shimwatch_manager_get_config (self->manager);
+  const ShimwatchConfig *config = self->services.config;
 
   request->namespace_ = g_strdup (self->namespace_);
   request->id = g_strdup (self->id);
   request->task_dir = g_strdup (self->task_dir);
   request->shim_binary = g_strdup (self->shim_binary);
-  request->runc_state_dir = g_build_filename (shimwatch_manager_get_runc_root (self->manager),
+  request->runc_state_dir = g_build_filename (self->services.runc_root,
                                               self->namespace_, self->id, NULL);
   if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
     request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
@@ -426,7 +425,7 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
       shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
       request = shimwatch_shim_cleanup_request (self, FALSE);
       request->deleted = TRUE;
-      shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+      shimwatch_cleanup_run_async (self->services.cleanup, request,
                                    NULL, NULL, normal_cleanup_done_cb, g_object_ref (self));
       return;
     }
@@ -463,7 +462,7 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   request = shimwatch_shim_cleanup_request (
     self, !shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT));
   request->kill_cgroup = TRUE;
-  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request,
+  shimwatch_cleanup_run_async (self->services.cleanup, request,
                                killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
 }
 

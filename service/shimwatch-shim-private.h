@@ -29,7 +29,7 @@ struct _ShimwatchShim
 {
   ShimwatchDbusShimSkeleton parent_instance;
 
-  ShimwatchManager    *manager;        /* not owned: the manager outlives its shims */
+  ShimwatchShimServices services;     /* handed at construction; objects referenced */
   char                *namespace_;
   char                *id;
   char                *path;

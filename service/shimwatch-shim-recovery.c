@@ -12,10 +12,10 @@
 #include "shimwatch-shim-private.h"
 
 ShimwatchShim *
-shimwatch_shim_new_from_record (ShimwatchManager      *manager,
-                                const ShimwatchRecord *record)
+shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
+                                const ShimwatchRecord       *record)
 {
-  ShimwatchShim *self = shimwatch_shim_new (manager, record->namespace_, record->id,
+  ShimwatchShim *self = shimwatch_shim_new (services, record->namespace_, record->id,
                                             record->runtime,
                                             record->shim_binary[0] != '\0' ? record->shim_binary
                                                                             : NULL,

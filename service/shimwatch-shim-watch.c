@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
-#include "shimwatch-manager.h"
 #include "shimwatch-shim-private.h"
 
 void
@@ -119,8 +118,8 @@ shimwatch_shim_attach (ShimwatchShim       *self,
         self->shim_pidfd_watch = g_unix_fd_add (self->shim_pidfd, G_IO_IN,
                                                 shim_process_exited_cb, self);
     }
-  if (shimwatch_manager_get_config (self->manager)->health_interval_ms > 0)
-    self->health_timer = g_timeout_add (shimwatch_manager_get_config (self->manager)->health_interval_ms,
+  if (self->services.config->health_interval_ms > 0)
+    self->health_timer = g_timeout_add (self->services.config->health_interval_ms,
                                         health_timer_cb, self);
   if (shimwatch_ttrpc_is_closed (ttrpc))
     {

@@ -18,7 +18,6 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-error.h"
 #include "shimwatch-records.h"
-#include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-shim-private.h"
 #include "shimwatch-task-log.h"
@@ -111,7 +110,7 @@ authorize_action (ShimwatchShim         *self,
   auth->invocation = invocation;
   auth->func = func;
   auth->data = data;
-  shimwatch_authority_check_async (shimwatch_manager_get_authority (self->manager), invocation,
+  shimwatch_authority_check_async (self->services.authority, invocation,
                                    action_id, self->namespace_, self->id, authorized_cb, auth);
 }
 
@@ -1063,7 +1062,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
                         "killed the shim that never answered in %s", self->task_dir);
   request = shimwatch_shim_cleanup_request (self, TRUE);
   request->kill_cgroup = TRUE;
-  shimwatch_cleanup_run_async (shimwatch_manager_get_cleanup (self->manager), request, NULL,
+  shimwatch_cleanup_run_async (self->services.cleanup, request, NULL,
                                NULL, abandon_done_cb, task);
 }
 
@@ -1152,19 +1151,25 @@ shimwatch_shim_get_last_exit_status (ShimwatchShim *self)
 }
 
 ShimwatchShim *
-shimwatch_shim_new (ShimwatchManager *manager,
-                    const char       *namespace_,
-                    const char       *id,
-                    const char       *runtime,
-                    const char       *shim_binary,
-                    const char       *task_dir)
+shimwatch_shim_new (const ShimwatchShimServices *services,
+                    const char                  *namespace_,
+                    const char                  *id,
+                    const char                  *runtime,
+                    const char                  *shim_binary,
+                    const char                  *task_dir)
 {
   ShimwatchShim *self = g_object_new (SHIMWATCH_TYPE_SHIM, NULL);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   g_autofree char *ns_part = g_dbus_escape_object_path (namespace_);
   g_autofree char *id_part = g_dbus_escape_object_path (id);
 
-  self->manager = manager;
+  self->services = (ShimwatchShimServices) {
+    .config = services->config,
+    .cleanup = g_object_ref (services->cleanup),
+    .authority = services->authority != NULL ? g_object_ref (services->authority) : NULL,
+    .publisher = g_object_ref (services->publisher),
+    .runc_root = g_strdup (services->runc_root),
+  };
   self->namespace_ = g_strdup (namespace_);
   self->id = g_strdup (id);
   self->runtime = g_strdup (runtime);
@@ -1222,6 +1227,10 @@ shimwatch_shim_finalize (GObject *object)
   g_free (self->shim_binary);
   g_free (self->task_dir);
   g_free (self->cgroup_path);
+  g_clear_object (&self->services.cleanup);
+  g_clear_object (&self->services.authority);
+  g_clear_object (&self->services.publisher);
+  g_free ((char *) self->services.runc_root);
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->finalize (object);
 }
 

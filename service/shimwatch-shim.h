@@ -10,19 +10,30 @@
 
 #include <gio/gio.h>
 
+#include "shimwatch-authority.h"
+#include "shimwatch-cleanup.h"
+#include "shimwatch-config.h"
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-publisher.h"
 #include "shimwatch-task-log.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
 
-typedef struct _ShimwatchManager ShimwatchManager;
+/* what a shim works with, handed to it when it is built (the shim takes references) */
+typedef struct {
+  const ShimwatchConfig *config;     /* not owned: outlives every shim */
+  ShimwatchCleanup      *cleanup;    /* the dead-shim cleanups */
+  ShimwatchAuthority    *authority;  /* polkit checks of its methods */
+  ShimwatchPublisher    *publisher;  /* bus connection, signal ledger, records, history */
+  const char            *runc_root;  /* runc's state directory of the service's tasks */
+} ShimwatchShimServices;
 
 #define SHIMWATCH_TYPE_SHIM (shimwatch_shim_get_type ())
 G_DECLARE_FINAL_TYPE (ShimwatchShim, shimwatch_shim, SHIMWATCH, SHIM, ShimwatchDbusShimSkeleton)
 
-ShimwatchShim *shimwatch_shim_new             (ShimwatchManager      *manager,
+ShimwatchShim *shimwatch_shim_new             (const ShimwatchShimServices *services,
                                                const char            *namespace_,
                                                const char            *id,
                                                const char            *runtime,
@@ -44,7 +55,7 @@ void           shimwatch_shim_set_cgroup_path (ShimwatchShim         *self,
 const char    *shimwatch_shim_get_cgroup_path (ShimwatchShim         *self);
 
 /* a shim known from its task record (service restart) */
-ShimwatchShim *shimwatch_shim_new_from_record (ShimwatchManager      *manager,
+ShimwatchShim *shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
                                                const ShimwatchRecord *record);
 /* from now on the task has a record that follows every change */
 void           shimwatch_shim_make_persistent (ShimwatchShim         *self);

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchPublisher"
+
+#include "config.h"
+
+#include "shimwatch-names.h"
+#include "shimwatch-publisher.h"
+
+struct _ShimwatchPublisher
+{
+  GObject                parent_instance;
+
+  ShimwatchDbusManager  *signals;      /* not owned: the manager owns the publisher */
+  char                  *records_dir;
+  ShimwatchHistory      *history;
+  ShimwatchSignalLedger *ledger;
+  GDBusConnection       *connection;
+  guint                  filter_id;
+};
+
+G_DEFINE_TYPE (ShimwatchPublisher, shimwatch_publisher, G_TYPE_OBJECT)
+
+ShimwatchPublisher *
+shimwatch_publisher_new (ShimwatchDbusManager *signals,
+                         const char           *records_dir,
+                         ShimwatchHistory     *history)
+{
+  ShimwatchPublisher *self = g_object_new (SHIMWATCH_TYPE_PUBLISHER, NULL);
+
+  self->signals = signals;
+  self->records_dir = g_strdup (records_dir);
+  self->history = history != NULL ? g_object_ref (history) : NULL;
+  return self;
+}
+
+void
+shimwatch_publisher_attach (ShimwatchPublisher *self,
+                            GDBusConnection    *connection)
+{
+  g_return_if_fail (SHIMWATCH_IS_PUBLISHER (self));
+  g_return_if_fail (self->connection == NULL);
+
+  self->connection = g_object_ref (connection);
+  self->filter_id = shimwatch_signal_ledger_attach (self->ledger, connection);
+}
+
+GDBusConnection *
+shimwatch_publisher_get_connection (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->connection;
+}
+
+ShimwatchDbusManager *
+shimwatch_publisher_get_signals (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->signals;
+}
+
+ShimwatchSignalLedger *
+shimwatch_publisher_get_ledger (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->ledger;
+}
+
+const char *
+shimwatch_publisher_get_records_dir (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->records_dir;
+}
+
+ShimwatchHistory *
+shimwatch_publisher_get_history (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->history;
+}
+
+static void
+shimwatch_publisher_finalize (GObject *object)
+{
+  ShimwatchPublisher *self = SHIMWATCH_PUBLISHER (object);
+
+  if (self->connection != NULL)
+    g_dbus_connection_remove_filter (self->connection, self->filter_id);
+  g_clear_object (&self->connection);
+  g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
+  g_clear_object (&self->history);
+  g_free (self->records_dir);
+  G_OBJECT_CLASS (shimwatch_publisher_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_publisher_class_init (ShimwatchPublisherClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = shimwatch_publisher_finalize;
+}
+
+static void
+shimwatch_publisher_init (ShimwatchPublisher *self)
+{
+  self->ledger = shimwatch_signal_ledger_new (SHIMWATCH_DBUS_MANAGER_IFACE);
+}

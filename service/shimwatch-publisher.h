@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchPublisher: what a task's lifecycle is published through, handed to every
+ * shim when it is built. It owns the bus connection the lifecycle signals leave on, the
+ * signal ledger that marks them sent in their records as they leave, the records
+ * directory, and the history of lifecycle events. The signals themselves are emitted on
+ * the Manager interface (org.shimwatch.Shimwatch1.Manager), whose skeleton it is given.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-dbus-generated.h"
+#include "shimwatch-history.h"
+#include "shimwatch-signal-ledger.h"
+
+G_BEGIN_DECLS
+
+#define SHIMWATCH_TYPE_PUBLISHER (shimwatch_publisher_get_type ())
+G_DECLARE_FINAL_TYPE (ShimwatchPublisher, shimwatch_publisher, SHIMWATCH, PUBLISHER, GObject)
+
+/* @signals: not owned (it owns the publisher); @history: taken a reference on */
+ShimwatchPublisher    *shimwatch_publisher_new             (ShimwatchDbusManager *signals,
+                                                            const char           *records_dir,
+                                                            ShimwatchHistory     *history);
+/* from now on the lifecycle signals leave on @connection, and the ledger watches them */
+void                   shimwatch_publisher_attach          (ShimwatchPublisher   *self,
+                                                            GDBusConnection      *connection);
+/* NULL until attached */
+GDBusConnection       *shimwatch_publisher_get_connection  (ShimwatchPublisher   *self);
+ShimwatchDbusManager  *shimwatch_publisher_get_signals     (ShimwatchPublisher   *self);
+ShimwatchSignalLedger *shimwatch_publisher_get_ledger      (ShimwatchPublisher   *self);
+const char            *shimwatch_publisher_get_records_dir (ShimwatchPublisher   *self);
+ShimwatchHistory      *shimwatch_publisher_get_history     (ShimwatchPublisher   *self);
+
+G_END_DECLS
