@@ -101,11 +101,14 @@ else
             /usr/share/doc/shimwatch/examples/shimwatch.conf
             /usr/share/doc/shimwatch/examples/50-shimwatch.rules
             /usr/share/locale/de/LC_MESSAGES/shimwatch.mo
-            /usr/share/locale/fr/LC_MESSAGES/shimwatch.mo)
+            /usr/share/locale/fr/LC_MESSAGES/shimwatch.mo
+            /usr/share/cockpit/shimwatch/manifest.json /usr/share/cockpit/shimwatch/index.html
+            /usr/share/cockpit/shimwatch/index.js /usr/share/cockpit/shimwatch/po.de.js
+            /usr/share/cockpit/shimwatch/po.fr.js)
     lost=$(for f in "${expect[@]}"; do [ -e "$work/dest$f" ] || echo "$f"; done)
     # and nothing anywhere else: no /usr/local, no /etc/dbus-1, no rules.d that would act
     stray=$(cd "$work/dest" && find . -type f | sed 's|^\.||' | grep -vE \
-      '^/usr/(libexec|bin|share/(dbus-1/(system\.d|system-services|interfaces)|polkit-1/actions|bash-completion/completions|man/man[158]|doc/shimwatch|locale/[a-z_A-Z]+/LC_MESSAGES))/|^/lib/systemd/system/')
+      '^/usr/(libexec|bin|share/(dbus-1/(system\.d|system-services|interfaces)|polkit-1/actions|bash-completion/completions|man/man[158]|doc/shimwatch|locale/[a-z_A-Z]+/LC_MESSAGES|cockpit/shimwatch))/|^/lib/systemd/system/')
     [ -z "$lost" ] && [ -z "$stray" ] &&
       ok "meson install puts every file where Debian puts it" ||
       fail "meson install puts every file where Debian puts it" "missing: $lost" "elsewhere: $stray"

@@ -19,6 +19,9 @@ packages=(
   bash-completion groff-base xsltproc docbook-xsl docbook-xml
   # the C layout check (tools/check-format.py, uncrustify.cfg)
   uncrustify
+  # the Cockpit page's test: Cockpit itself (no recommends: they pull systemd-sysv), a
+  # headless Chromium driven over the DevTools protocol from Python, and the page's linter
+  cockpit-ws cockpit-bridge cockpit-system chromium-headless-shell python3-websocket eslint
 )
 
 missing=()
