@@ -407,10 +407,9 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   ShimwatchCleanupRequest *request;
 
-  if (self->detached || shimwatch_shim_is_cleaning (self))
+  if (shimwatch_shim_is_detached (self) || shimwatch_shim_is_cleaning (self))
     return;
-  self->connected = FALSE;
-  self->loading = FALSE;
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
   shimwatch_shim_stop_watching (self);
@@ -538,7 +537,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
 
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  if (!self->exported || self->loading)
+  if (!self->exported || shimwatch_shim_is_loading (self))
     {
       g_ptr_array_add (self->early_events, shimwatch_event_copy (event));
       return;
@@ -610,7 +609,7 @@ shimwatch_shim_set_exported (ShimwatchShim *self)
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   self->exported = TRUE;
-  if (!self->loading)
+  if (!shimwatch_shim_is_loading (self))
     shimwatch_shim_replay_early_events (self);
 }
 

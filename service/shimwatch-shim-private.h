@@ -50,12 +50,9 @@ struct _ShimwatchShim
 
   gboolean             exported;
   gboolean             persistent;       /* a record exists and follows every change */
-  gboolean             loading;          /* from a record, its shim not reached yet */
   GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
   gboolean             kill_when_reached; /* Reap while loading */
   GPtrArray           *early_events;   /* arrived before export, or while loading */
-  gboolean             connected;
-  gboolean             detached;
   /* the task's lifecycle: Status and the lifecycle signals' flags, changed only by
    * shimwatch_shim_transition() */
   ShimwatchShimMachine machine;
@@ -102,6 +99,10 @@ void     shimwatch_shim_restore_state       (ShimwatchShim         *self,
 #define shimwatch_shim_has_sent(self, signal) \
   shimwatch_shim_machine_has_sent (&(self)->machine, (signal))
 #define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->machine)
+/* the link to the shim (see shimwatch-shim-state.h) */
+#define shimwatch_shim_is_connected(self) ((self)->machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
+#define shimwatch_shim_is_loading(self)   ((self)->machine.link == SHIMWATCH_SHIM_LINK_LOADING)
+#define shimwatch_shim_is_detached(self)  ((self)->machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
 /* a normal Delete completed (or a failed CreateTask is undone): no crash semantics */
 #define shimwatch_shim_is_deleted(self) \
   ((self)->machine.state == SHIMWATCH_SHIM_STATE_DELETED || \

@@ -23,7 +23,6 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   self->persistent = TRUE;
-  self->loading = TRUE;
   self->task_start_time = record->task_start_time;
   /* until its shim answers again: whatever runs under the recorded pid now */
   self->shim_start_time = shimwatch_process_start_time (record->shim_pid);
@@ -106,7 +105,6 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  self->loading = FALSE;
   shimwatch_shim_attach (self, handle);
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
                       handle->shim_pid);
@@ -134,7 +132,8 @@ shimwatch_shim_mark_dead (ShimwatchShim *self,
                           const char    *reason)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-  self->loading = FALSE;
+  /* what arrived while it was being reached (its exit, maybe) counts, then the cleanup */
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
   shimwatch_shim_replay_early_events (self);
   shimwatch_shim_on_disconnected (self, reason);
   shimwatch_shim_resume_waiting_calls (self, FALSE);

@@ -99,6 +99,9 @@ shimwatch_shim_input_to_string (ShimwatchShimInput input)
     [SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING] = "runtime-running",
     [SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING] = "runtime-pausing",
     [SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED] = "runtime-paused",
+    [SHIMWATCH_SHIM_INPUT_ATTACHED] = "attached",
+    [SHIMWATCH_SHIM_INPUT_CONNECTION_LOST] = "connection-lost",
+    [SHIMWATCH_SHIM_INPUT_DETACHED] = "detached",
   };
 
   return input < G_N_ELEMENTS (names) && names[input] != NULL ? names[input] : "unknown";
@@ -144,6 +147,7 @@ shimwatch_shim_machine_step (ShimwatchShimMachine     *machine,
                              ShimwatchLifecycleSignal *emit)
 {
   ShimwatchShimState to = machine->state;
+  ShimwatchShimLink link = machine->link;
   ShimwatchLifecycleSignal due = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
   gboolean exited = shimwatch_shim_machine_has_sent (machine, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
 
@@ -228,10 +232,35 @@ shimwatch_shim_machine_step (ShimwatchShimMachine     *machine,
         due = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE;
       break;
 
+    case SHIMWATCH_SHIM_INPUT_ATTACHED:
+      if (machine->link != SHIMWATCH_SHIM_LINK_NONE && machine->link != SHIMWATCH_SHIM_LINK_LOADING)
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      link = SHIMWATCH_SHIM_LINK_CONNECTED;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_CONNECTION_LOST:
+      if (machine->link == SHIMWATCH_SHIM_LINK_DETACHED)
+        return SHIMWATCH_SHIM_STEP_ILLEGAL;
+      link = SHIMWATCH_SHIM_LINK_GONE;
+      break;
+
+    case SHIMWATCH_SHIM_INPUT_DETACHED:
+      link = SHIMWATCH_SHIM_LINK_DETACHED;
+      break;
+
     default:
       g_return_val_if_reached (SHIMWATCH_SHIM_STEP_ILLEGAL);
     }
 
+  /* the link's inputs leave the task's state alone */
+  if (input == SHIMWATCH_SHIM_INPUT_ATTACHED || input == SHIMWATCH_SHIM_INPUT_CONNECTION_LOST ||
+      input == SHIMWATCH_SHIM_INPUT_DETACHED)
+    {
+      if (link == machine->link)
+        return SHIMWATCH_SHIM_STEP_IGNORED;
+      machine->link = link;
+      return SHIMWATCH_SHIM_STEP_CHANGED;
+    }
   if (to == machine->state && due == SHIMWATCH_LIFECYCLE_SIGNAL_NONE &&
       (!machine->restored || input == SHIMWATCH_SHIM_INPUT_CREATED))
     return SHIMWATCH_SHIM_STEP_IGNORED;
@@ -260,6 +289,7 @@ shimwatch_shim_machine_restore (ShimwatchShimMachine  *machine,
                                 const ShimwatchRecord *record)
 {
   shimwatch_shim_machine_init (machine);
+  machine->link = SHIMWATCH_SHIM_LINK_LOADING;
   machine->state = record->deleted ? SHIMWATCH_SHIM_STATE_DELETED
                                    : state_from_status (record->status);
   machine->restored = machine->state == SHIMWATCH_SHIM_STATE_DISCONNECTED ||

@@ -15,6 +15,11 @@
  * flag is set by the step that returns the signal, before it is emitted: the record
  * written ahead of the emission carries it as pending (see shimwatch-records.h), and a
  * restart that finds it not sent undoes it with the same table.
+ *
+ * Beside the task's state, the machine knows the link to the shim:
+ *   NONE ──ATTACHED──▶ CONNECTED ──CONNECTION_LOST──▶ GONE
+ *   LOADING (from a record) ──ATTACHED──▶ CONNECTED;  LOADING ──CONNECTION_LOST──▶ GONE
+ *   any ──DETACHED──▶ DETACHED (the service stops: nothing more happens)
  */
 #pragma once
 
@@ -36,6 +41,14 @@ typedef enum {
   SHIMWATCH_SHIM_STATE_TEARDOWN,      /* files and cgroup go, no crash signals */
   SHIMWATCH_SHIM_N_STATES
 } ShimwatchShimState;
+
+typedef enum {
+  SHIMWATCH_SHIM_LINK_NONE,       /* built; its shim not attached yet (CreateTask) */
+  SHIMWATCH_SHIM_LINK_LOADING,    /* from a record; its shim not reached yet */
+  SHIMWATCH_SHIM_LINK_CONNECTED,  /* the shim's connection is up */
+  SHIMWATCH_SHIM_LINK_GONE,       /* the connection ended, or the shim was found dead */
+  SHIMWATCH_SHIM_LINK_DETACHED,   /* the service stops supervising: nothing more happens */
+} ShimwatchShimLink;
 
 /* the lifecycle signals that go out exactly once per task, as bits */
 typedef enum {
@@ -61,10 +74,15 @@ typedef enum {
   SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING,
   SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING,
   SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED,
+  /* the link to the shim */
+  SHIMWATCH_SHIM_INPUT_ATTACHED,         /* its connection is watched from now on */
+  SHIMWATCH_SHIM_INPUT_CONNECTION_LOST,  /* it ended (or a loaded shim was found dead) */
+  SHIMWATCH_SHIM_INPUT_DETACHED,         /* the service stops, leaving the shim running */
 } ShimwatchShimInput;
 
 typedef struct {
   ShimwatchShimState state;
+  ShimwatchShimLink  link;
   guint              sent;      /* ShimwatchLifecycleSignal: went out (or is marked to) */
   /* loaded from a record: a recorded DISCONNECTED or CLEANING is not this run's cleanup,
    * which still has to start */

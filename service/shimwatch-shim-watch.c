@@ -41,7 +41,7 @@ shim_process_exited_cb (int          fd,
 
   self->shim_pidfd_watch = 0;
   /* normally the socket's EOF comes first; if not, a child inherited the socket */
-  if (self->connected && self->handle != NULL)
+  if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     {
       shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected",
                           "shim process %u is dead but its connection is still open (a child of the "
@@ -84,7 +84,7 @@ health_timer_cb (gpointer user_data)
 {
   ShimwatchShim *self = user_data;
 
-  if (self->connected && !self->health_pending && self->handle != NULL)
+  if (shimwatch_shim_is_connected (self) && !self->health_pending && self->handle != NULL)
     {
       self->health_pending = TRUE;
       shimwatch_task_client_connect_async (self->handle->client, HEALTH_TIMEOUT_MS, health_cb,
@@ -104,7 +104,7 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   g_return_if_fail (self->handle == NULL);
 
   self->handle = handle;
-  self->connected = TRUE;
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ATTACHED);
   shimwatch_dbus_shim_set_address (iface, handle->address);
   shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
   shimwatch_dbus_shim_set_responsive (iface, TRUE);

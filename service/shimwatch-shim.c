@@ -64,7 +64,7 @@ authorized_cb (GObject      *source,
       g_dbus_method_invocation_return_gerror (auth->invocation, error);
       return;
     }
-  if (self->loading)
+  if (shimwatch_shim_is_loading (self))
     {
       /* loaded from its record after a restart, its shim not reached yet: the call is
        * answered once it is, or once the shim is known to be dead */
@@ -127,7 +127,7 @@ static gboolean
 require_connected (ShimwatchShim         *self,
                    GDBusMethodInvocation *invocation)
 {
-  if (self->connected && !shimwatch_shim_is_deleted (self) && self->delete_invocation == NULL)
+  if (shimwatch_shim_is_connected (self) && !shimwatch_shim_is_deleted (self) && self->delete_invocation == NULL)
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s", self->namespace_, self->id,
@@ -637,7 +637,7 @@ stop_timer_cb (gpointer user_data)
   self->stop_killed = TRUE;
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: still running, sending SIGKILL");
   self->stop_timer = g_timeout_add (STOP_KILL_GRACE_MS, stop_timer_cb, self);
-  if (self->connected && self->handle != NULL)
+  if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     shimwatch_task_client_kill_async (self->handle->client, SIGKILL, TRUE, RPC_TIMEOUT_MS,
                                       stop_signal_cb, g_object_ref (self));
   return G_SOURCE_REMOVE;
@@ -968,7 +968,7 @@ handle_list_pids (ShimwatchDbusShim     *iface,
 {
   ShimwatchShim *self = SHIMWATCH_SHIM (iface);
 
-  if (self->loading)
+  if (shimwatch_shim_is_loading (self))
     {
       /* after a restart, its shim not reached yet: answered once it is (or found dead),
        * like the calls that need authorization */
@@ -995,13 +995,13 @@ shimwatch_shim_kill_shim (ShimwatchShim  *self,
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), FALSE);
 
   pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
-  if (self->loading)
+  if (shimwatch_shim_is_loading (self))
     {
       /* not reached yet after a restart: killed once it is (a dead one is cleaned anyway) */
       self->kill_when_reached = TRUE;
       return TRUE;
     }
-  if (!self->connected)
+  if (!shimwatch_shim_is_connected (self))
     return TRUE;          /* already on its way out */
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "reap", "killing shim %u", pid);
   if (pid == 0 || kill ((pid_t) pid, SIGKILL) != 0)
@@ -1017,7 +1017,7 @@ shimwatch_shim_detach (ShimwatchShim *self)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  self->detached = TRUE;
+  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DETACHED);
   shimwatch_shim_stop_watching (self);
   if (self->task_log != NULL)
     shimwatch_task_log_detach (self->task_log);

@@ -22,6 +22,8 @@ static const ShimwatchShimInput all_inputs[] = {
   SHIMWATCH_SHIM_INPUT_ABANDONED, SHIMWATCH_SHIM_INPUT_FINISHED,
   SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING,
   SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED,
+  SHIMWATCH_SHIM_INPUT_ATTACHED, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST,
+  SHIMWATCH_SHIM_INPUT_DETACHED,
 };
 
 /* one step that must be taken, with what it must give */
@@ -165,12 +167,14 @@ test_exactly_once_everywhere (void)
   gsize n = G_N_ELEMENTS (all_inputs);
 
   for (guint state = 0; state < SHIMWATCH_SHIM_N_STATES; state++)
-    for (guint restored = 0; restored < 2; restored++)
+    /* restored or not, and each link to the shim */
+    for (guint start = 0; start < 2 * (SHIMWATCH_SHIM_LINK_DETACHED + 1); start++)
       for (gsize a = 0; a < n; a++)
         for (gsize b = 0; b < n; b++)
           for (gsize c = 0; c < n; c++)
             {
-              ShimwatchShimMachine m = { .state = state, .restored = restored };
+              ShimwatchShimMachine m = { .state = state, .restored = start % 2,
+                                         .link = start / 2 };
               ShimwatchShimInput seq[] = { all_inputs[a], all_inputs[b], all_inputs[c] };
               guint emitted = 0;
 
@@ -187,12 +191,62 @@ test_exactly_once_everywhere (void)
                       g_assert_cmpmem (&before, sizeof before, &m, sizeof m);
                       continue;
                     }
+                  /* the link and the task's state move separately */
+                  if (seq[i] == SHIMWATCH_SHIM_INPUT_ATTACHED ||
+                      seq[i] == SHIMWATCH_SHIM_INPUT_CONNECTION_LOST ||
+                      seq[i] == SHIMWATCH_SHIM_INPUT_DETACHED)
+                    {
+                      g_assert_cmpint (m.state, ==, before.state);
+                      g_assert_cmpuint (m.sent, ==, before.sent);
+                    }
+                  else
+                    g_assert_cmpint (m.link, ==, before.link);
                   g_assert_cmpuint (emitted & emit, ==, 0);
                   g_assert_cmpuint (before.sent & emit, ==, 0);
                   g_assert_cmpuint (m.sent, ==, before.sent | emit);
                   emitted |= emit;
                 }
             }
+}
+
+/* the link to the shim: attached once, lost once; a detached shim is left alone */
+static void
+test_link (void)
+{
+  ShimwatchShimMachine m;
+  ShimwatchRecord record = { 0 };
+
+  shimwatch_shim_machine_init (&m);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_NONE);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_ATTACHED, NULL), ==,
+                   SHIMWATCH_SHIM_STEP_CHANGED);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_CONNECTED);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_ATTACHED, NULL), ==,
+                   SHIMWATCH_SHIM_STEP_ILLEGAL);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST, NULL),
+                   ==, SHIMWATCH_SHIM_STEP_CHANGED);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_GONE);
+  g_assert_cmpint (m.state, ==, SHIMWATCH_SHIM_STATE_CREATED);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST, NULL),
+                   ==, SHIMWATCH_SHIM_STEP_IGNORED);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_ATTACHED, NULL), ==,
+                   SHIMWATCH_SHIM_STEP_ILLEGAL);
+
+  /* a loaded task waits for its shim, which is reached again or found dead */
+  record.status = (char *) "running";
+  shimwatch_shim_machine_restore (&m, &record);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_LOADING);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_ATTACHED, NULL), ==,
+                   SHIMWATCH_SHIM_STEP_CHANGED);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_CONNECTED);
+  g_assert_cmpint (m.state, ==, SHIMWATCH_SHIM_STATE_RUNNING);
+
+  /* the service stops: what the shim does afterwards is not ours to see */
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_DETACHED, NULL), ==,
+                   SHIMWATCH_SHIM_STEP_CHANGED);
+  g_assert_cmpint (shimwatch_shim_machine_step (&m, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST, NULL),
+                   ==, SHIMWATCH_SHIM_STEP_ILLEGAL);
+  g_assert_cmpint (m.link, ==, SHIMWATCH_SHIM_LINK_DETACHED);
 }
 
 /* the table: each signal's D-Bus member and record flag, and nothing else */
@@ -394,6 +448,7 @@ main (int   argc,
   g_test_add_func ("/shim-state/dead-shim", test_dead_shim);
   g_test_add_func ("/shim-state/illegal", test_illegal);
   g_test_add_func ("/shim-state/exactly-once-everywhere", test_exactly_once_everywhere);
+  g_test_add_func ("/shim-state/link", test_link);
   g_test_add_func ("/shim-state/signal-table", test_signal_table);
   g_test_add_func ("/shim-state/record-round-trip", test_record_round_trip);
   g_test_add_func ("/shim-state/restore-cleaning", test_restore_cleaning);
