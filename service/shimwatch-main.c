@@ -37,12 +37,16 @@ wait_for_cleanups_cb (gpointer user_data)
 {
   Daemon *daemon = user_data;
   guint pending = shimwatch_manager_get_n_cleanups (daemon->manager);
+  gboolean writing = !shimwatch_manager_records_settled (daemon->manager);
 
-  /* cleanups run to completion even now, bounded by their own timeouts */
-  if (pending > 0 && g_get_monotonic_time () < daemon->stop_deadline)
+  /* cleanups run to completion even now, bounded by their own timeouts; the records of
+   * what they signalled are written and synced */
+  if ((pending > 0 || writing) && g_get_monotonic_time () < daemon->stop_deadline)
     return G_SOURCE_CONTINUE;
   if (pending > 0)
     g_warning ("stopping with %u cleanups unfinished", pending);
+  if (writing)
+    g_warning ("stopping with task records not yet settled");
   g_main_loop_quit (daemon->loop);
   return G_SOURCE_REMOVE;
 }

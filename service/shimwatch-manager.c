@@ -589,6 +589,13 @@ shimwatch_manager_get_config (ShimwatchManager *self)
 
 
 
+gboolean
+shimwatch_manager_records_settled (ShimwatchManager *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), TRUE);
+  return shimwatch_record_committer_is_idle (shimwatch_publisher_get_committer (self->publisher));
+}
+
 guint
 shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
 {

@@ -40,6 +40,8 @@ void                shimwatch_manager_reach_shims         (ShimwatchManager     
 /* stop supervising without touching any shim: they outlive the service */
 void                shimwatch_manager_shutdown            (ShimwatchManager       *self);
 guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager       *self);
+/* every task record asked for is written and synced, every signal's mark settled */
+gboolean            shimwatch_manager_records_settled     (ShimwatchManager       *self);
 
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
 

@@ -14,6 +14,7 @@ struct _ShimwatchPublisher
   char                  *records_dir;
   ShimwatchHistory      *history;
   ShimwatchSignalLedger *ledger;
+  ShimwatchRecordCommitter *committer;
   GDBusConnection       *connection;
   guint                  filter_id;
 };
@@ -30,6 +31,7 @@ shimwatch_publisher_new (ShimwatchDbusManager *signals,
   self->signals = signals;
   self->records_dir = g_strdup (records_dir);
   self->history = history != NULL ? g_object_ref (history) : NULL;
+  self->committer = shimwatch_record_committer_new (records_dir, self->ledger);
   return self;
 }
 
@@ -42,6 +44,7 @@ shimwatch_publisher_attach (ShimwatchPublisher *self,
 
   self->connection = g_object_ref (connection);
   self->filter_id = shimwatch_signal_ledger_attach (self->ledger, connection);
+  shimwatch_record_committer_set_connection (self->committer, connection);
 }
 
 GDBusConnection *
@@ -72,6 +75,13 @@ shimwatch_publisher_get_records_dir (ShimwatchPublisher *self)
   return self->records_dir;
 }
 
+ShimwatchRecordCommitter *
+shimwatch_publisher_get_committer (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->committer;
+}
+
 ShimwatchHistory *
 shimwatch_publisher_get_history (ShimwatchPublisher *self)
 {
@@ -86,6 +96,8 @@ shimwatch_publisher_finalize (GObject *object)
 
   if (self->connection != NULL)
     g_dbus_connection_remove_filter (self->connection, self->filter_id);
+  /* what is still queued is synced */
+  g_clear_pointer (&self->committer, shimwatch_record_committer_free);
   g_clear_object (&self->connection);
   g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
   g_clear_object (&self->history);

@@ -3,7 +3,8 @@
  * ShimwatchPublisher: what a task's lifecycle is published through, handed to every
  * shim when it is built. It owns the bus connection the lifecycle signals leave on, the
  * signal ledger that marks them sent in their records as they leave, the records
- * directory, and the history of lifecycle events. The signals themselves are emitted on
+ * directory and the committer that writes every record in it, and the history of
+ * lifecycle events. The signals themselves are emitted on
  * the Manager interface (org.shimwatch.Shimwatch1.Manager), whose skeleton it is given.
  */
 #pragma once
@@ -12,6 +13,7 @@
 
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
+#include "shimwatch-record-committer.h"
 #include "shimwatch-signal-ledger.h"
 
 G_BEGIN_DECLS
@@ -31,6 +33,7 @@ GDBusConnection       *shimwatch_publisher_get_connection  (ShimwatchPublisher  
 ShimwatchDbusManager  *shimwatch_publisher_get_signals     (ShimwatchPublisher   *self);
 ShimwatchSignalLedger *shimwatch_publisher_get_ledger      (ShimwatchPublisher   *self);
 const char            *shimwatch_publisher_get_records_dir (ShimwatchPublisher   *self);
+ShimwatchRecordCommitter *shimwatch_publisher_get_committer (ShimwatchPublisher   *self);
 ShimwatchHistory      *shimwatch_publisher_get_history     (ShimwatchPublisher   *self);
 
 G_END_DECLS

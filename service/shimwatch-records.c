@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-commit-queue.h"
 #include "shimwatch-file.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim-state.h"
@@ -79,6 +80,80 @@ write_atomically (const char  *path,
          fsync_dir (dir, error);
 }
 
+/* Group commit (@queue not NULL): a temp file written and renamed over the old record
+ * right away, so a restarted service reads it even after a SIGKILL, and its fdatasync
+ * and the directory's fsync left to the commit thread, shared with every other record
+ * written in the same turn of the main loop. Returns the open file (for a mapping) and
+ * the ticket that turns durable with the batch. */
+static int
+write_queued (const char             *path,
+              GBytes                 *bytes,
+              ShimwatchCommitQueue   *queue,
+              ShimwatchCommitTicket **ticket,
+              GError                **error)
+{
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *temp = g_strconcat (path, ".XXXXXX", NULL);
+  const guint8 *data;
+  gsize size;
+  gsize done = 0;
+  int saved_errno;
+  int fd;
+
+  if (!ensure_dir (dir, error))
+    return -1;
+  /* <id>.json.XXXXXX: what the loader removes if the service dies before the rename */
+  fd = g_mkstemp_full (temp, O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0)
+    {
+      saved_errno = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot create a temp file for %s: %s", path, g_strerror (saved_errno));
+      return -1;
+    }
+  data = g_bytes_get_data (bytes, &size);
+  while (done < size)
+    {
+      gssize n = write (fd, data + done, size - done);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        goto fail;
+      done += (gsize) n;
+    }
+  if (rename (temp, path) != 0)
+    goto fail;
+  *ticket = shimwatch_commit_queue_add (queue, dup (fd), dir, NULL, NULL);
+  return fd;
+
+fail:
+  saved_errno = errno;
+  close (fd);
+  g_unlink (temp);
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot write %s: %s",
+               path, g_strerror (saved_errno));
+  return -1;
+}
+
+gboolean
+shimwatch_records_write_encoded (const char            *path,
+                                 GBytes                *bytes,
+                                 ShimwatchCommitQueue  *queue,
+                                 GError               **error)
+{
+  g_autoptr(ShimwatchCommitTicket) ticket = NULL;
+  int fd;
+
+  if (queue == NULL)
+    return write_atomically (path, bytes, error);
+  fd = write_queued (path, bytes, queue, &ticket, error);
+  if (fd < 0)
+    return FALSE;
+  close (fd);
+  return TRUE;
+}
+
 gboolean
 shimwatch_records_write (const char             *records_dir,
                          const ShimwatchRecord  *record,
@@ -96,6 +171,7 @@ struct _ShimwatchRecordCommit
   guint8        *map;         /* the whole record file, MAP_SHARED */
   gsize          size;
   volatile char *mark;        /* in map: the digit of "pending_sent" */
+  ShimwatchCommitTicket *ticket;   /* NULL: written durably before it was mapped */
 };
 
 /* the offset of the digit of the record's last member, "pending_sent", or -1 */
@@ -120,10 +196,26 @@ find_mark (const char *text,
 ShimwatchRecordCommit *
 shimwatch_records_prepare (const char             *records_dir,
                            const ShimwatchRecord  *record,
+                           ShimwatchCommitQueue   *queue,
                            GError                **error)
 {
   g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
   g_autoptr(GBytes) bytes = NULL;
+
+  g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, NULL);
+
+  bytes = shimwatch_wire_encode_record (record);
+  return shimwatch_records_prepare_encoded (path, bytes, queue, error);
+}
+
+ShimwatchRecordCommit *
+shimwatch_records_prepare_encoded (const char            *path_,
+                                   GBytes                *bytes,
+                                   ShimwatchCommitQueue  *queue,
+                                   GError               **error)
+{
+  g_autofree char *path = g_strdup (path_);
+  g_autoptr(ShimwatchCommitTicket) ticket = NULL;
   g_autoptr(ShimwatchRecordCommit) commit = NULL;
   struct stat st;
   gsize size;
@@ -132,23 +224,27 @@ shimwatch_records_prepare (const char             *records_dir,
   int saved_errno;
   int fd;
 
-  g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, NULL);
-
-  bytes = shimwatch_wire_encode_record (record);
   text = g_bytes_get_data (bytes, &size);
   offset = find_mark (text, size);
   if (offset < 0)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
-                   "the encoded record of %s/%s has no \"pending_sent\" digit",
-                   record->namespace_, record->id);
+                   "the encoded record %s has no \"pending_sent\" digit", path);
       return NULL;
     }
-  if (!write_atomically (path, bytes, error))
-    return NULL;
-
-  /* the main thread is the only writer of records, so this is the file just written */
-  fd = open (path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (queue != NULL)
+    {
+      fd = write_queued (path, bytes, queue, &ticket, error);
+      if (fd < 0)
+        return NULL;
+    }
+  else
+    {
+      if (!write_atomically (path, bytes, error))
+        return NULL;
+      /* the main thread is the only writer of records, so this is the file just written */
+      fd = open (path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    }
   if (fd < 0 || fstat (fd, &st) != 0)
     goto fail;
   if ((gsize) st.st_size != size)
@@ -165,6 +261,7 @@ shimwatch_records_prepare (const char             *records_dir,
     }
   close (fd);
   commit->size = size;
+  commit->ticket = g_steal_pointer (&ticket);
   commit->path = g_steal_pointer (&path);
   commit->mark = (volatile char *) commit->map + offset;
   /* write the page now, so that the commit's store takes no page fault (and, on a disk
@@ -190,6 +287,33 @@ shimwatch_records_commit (ShimwatchRecordCommit *commit)
 }
 
 gboolean
+shimwatch_records_commit_wait (ShimwatchRecordCommit  *commit,
+                               gint64                  deadline,
+                               GError                **error)
+{
+  return commit->ticket == NULL || shimwatch_commit_ticket_wait (commit->ticket, deadline, error);
+}
+
+static void
+commit_sync_job (gpointer data)
+{
+  ShimwatchRecordCommit *commit = data;
+  g_autoptr(GError) error = NULL;
+
+  if (!shimwatch_records_commit_sync (commit, &error))
+    g_warning ("the sent mark of %s may not survive a crash of the machine: %s",
+               commit->path, error->message);
+}
+
+void
+shimwatch_records_commit_sync_later (ShimwatchRecordCommit *commit,
+                                     ShimwatchCommitQueue  *queue)
+{
+  shimwatch_commit_queue_add_job (queue, commit_sync_job, commit,
+                                  (GDestroyNotify) shimwatch_record_commit_free);
+}
+
+gboolean
 shimwatch_records_commit_sync (ShimwatchRecordCommit  *commit,
                                GError                **error)
 {
@@ -211,8 +335,34 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
     return;
   if (commit->map != NULL)
     munmap (commit->map, commit->size);
+  g_clear_pointer (&commit->ticket, shimwatch_commit_ticket_unref);
   g_free (commit->path);
   g_free (commit);
+}
+
+gboolean
+shimwatch_records_remove_queued (const char            *records_dir,
+                                 const char            *namespace_,
+                                 const char            *id,
+                                 ShimwatchCommitQueue  *queue,
+                                 GError               **error)
+{
+  g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
+  g_autofree char *dir = g_path_get_dirname (path);
+
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    {
+      int saved_errno = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot remove %s: %s",
+                   path, g_strerror (saved_errno));
+      return FALSE;
+    }
+  /* the namespace goes with its last record: then the top directory changed */
+  shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, -1,
+                                                             g_rmdir (dir) == 0 ? records_dir : dir,
+                                                             NULL, NULL));
+  return TRUE;
 }
 
 gboolean

@@ -9,6 +9,7 @@
 
 #include <glib.h>
 
+#include "shimwatch-commit-queue.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
@@ -19,6 +20,12 @@ char      *shimwatch_records_path   (const char            *records_dir,
 gboolean   shimwatch_records_write  (const char            *records_dir,
                                      const ShimwatchRecord *record,
                                      GError               **error);
+/* an encoded record to its path; with a @queue visible at once, its syncs shared with
+ * the turn's other writes (see shimwatch-commit-queue.h) */
+gboolean   shimwatch_records_write_encoded (const char           *path,
+                                            GBytes               *bytes,
+                                            ShimwatchCommitQueue *queue,
+                                            GError              **error);
 
 /* A record that must change at the very moment something else happens (a signal goes
  * out). @record names the signal in pending_signal and sets its flag ahead of time.
@@ -26,15 +33,28 @@ gboolean   shimwatch_records_write  (const char            *records_dir,
  * it; commit() turns that digit into 1 with a single store to the mapped page: no
  * syscall, nothing to fail, callable from any thread. shimwatch_records_load() takes
  * the flag of a pending signal not sent for unset. commit_sync() makes the mark survive
- * a crash of the machine (the service's own death never loses it); free() unmaps. */
+ * a crash of the machine (the service's own death never loses it); free() unmaps.
+ * With a @queue, prepare() writes and renames at once and leaves the syncs to the group
+ * commit: commit_wait() (any thread but the main one) waits until they are done;
+ * commit_sync_later() has the commit thread sync the mark, then frees the commit. */
 typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
 
 ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,
                                                       const ShimwatchRecord *record,
+                                                      ShimwatchCommitQueue  *queue,
                                                       GError               **error);
+ShimwatchRecordCommit *shimwatch_records_prepare_encoded (const char           *path,
+                                                          GBytes               *bytes,
+                                                          ShimwatchCommitQueue *queue,
+                                                          GError              **error);
 void                   shimwatch_records_commit      (ShimwatchRecordCommit *commit);
 gboolean               shimwatch_records_commit_sync (ShimwatchRecordCommit *commit,
                                                       GError               **error);
+gboolean               shimwatch_records_commit_wait (ShimwatchRecordCommit *commit,
+                                                      gint64                 deadline,
+                                                      GError               **error);
+void                   shimwatch_records_commit_sync_later (ShimwatchRecordCommit *commit,
+                                                            ShimwatchCommitQueue  *queue);
 void                   shimwatch_record_commit_free  (ShimwatchRecordCommit *commit);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecordCommit, shimwatch_record_commit_free)
 
@@ -42,6 +62,11 @@ gboolean   shimwatch_records_remove (const char            *records_dir,
                                      const char            *namespace_,
                                      const char            *id,
                                      GError               **error);
+gboolean   shimwatch_records_remove_queued (const char           *records_dir,
+                                            const char           *namespace_,
+                                            const char           *id,
+                                            ShimwatchCommitQueue *queue,
+                                            GError              **error);
 /* a record that reads well but cannot be trusted: moved aside as a broken one is */
 void       shimwatch_records_set_aside (const char         *records_dir,
                                         const char         *namespace_,

@@ -140,68 +140,40 @@ shimwatch_shim_save (ShimwatchShim *self)
     return;
   fill_record (self, &record);
   /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!shimwatch_records_write (shimwatch_publisher_get_records_dir (self->services.publisher), &record,
-                                &error))
+  if (!shimwatch_record_committer_save (shimwatch_publisher_get_committer (self->services.publisher), &record,
+                                        &error))
     shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                         error->message);
 }
 
 /* Exactly once across restarts, even a SIGKILL of the service: the record says a signal
- * was sent if and only if it reached the bus. before_signal() writes the record with the
- * signal's flag already set but marked "not sent"; the signal ledger marks it sent in
- * the very thread that writes the signal to the bus, right before it does (see
- * shimwatch-signal-ledger.h); a restarted service takes a flag whose signal is not
- * marked sent for unset. after_signal() waits until the signal is written and tells
- * whether it went out. A record that cannot be written leaves the old one, logged. */
-static gboolean
+ * was sent if and only if it reached the bus. Right before the signal is emitted,
+ * before_signal() hands the record, the signal's flag already set but marked "not
+ * sent", to the record committer; the signal ledger's filter holds the signal until
+ * that record is written and durable, and marks it sent in the very thread that writes
+ * the signal to the bus, right before it does (see shimwatch-signal-ledger.h and
+ * shimwatch-record-committer.h). Nothing on the main thread waits for the disk or the
+ * bus: @settled_point is reached once the ledger has settled the signal. A restarted
+ * service takes a flag whose signal is not marked sent for unset. A record that cannot
+ * be written leaves the old one, logged. */
+static void
 before_signal (ShimwatchShim *self,
                const char    *member,
-               const char    *crash_point)
+               const char    *crash_point,
+               const char    *settled_point)
 {
   g_autoptr(GError) error = NULL;
   ShimwatchRecord record = { 0 };
-  ShimwatchRecordCommit *commit;
 
   if (!self->persistent)
-    return FALSE;
+    return;
   fill_record (self, &record);
   record.pending_signal = (char *) member;
-  commit = shimwatch_records_prepare (shimwatch_publisher_get_records_dir (self->services.publisher),
-                                      &record, &error);
-  if (commit == NULL)
-    {
-      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
-                          error->message);
-      return FALSE;
-    }
-  shimwatch_signal_ledger_expect (shimwatch_publisher_get_ledger (self->services.publisher),
-                                  member, self->path, commit);
+  if (!shimwatch_record_committer_expect (shimwatch_publisher_get_committer (self->services.publisher), &record,
+                                          self->path, settled_point, &error))
+    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+                        error->message);
   shimwatch_crash_point (crash_point);
-  return TRUE;
-}
-
-/* FALSE only if a signal whose record the ledger was to mark never went out */
-static gboolean
-after_signal (ShimwatchShim *self,
-              const char    *member,
-              gboolean       marked,
-              const char    *crash_point)
-{
-  GDBusConnection *connection =
-    shimwatch_publisher_get_connection (self->services.publisher);
-  g_autoptr(GError) error = NULL;
-  gboolean sent = TRUE;
-
-  if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
-    {
-      g_debug ("flushing the bus connection: %s", error->message);
-      g_clear_error (&error);
-    }
-  if (marked)
-    sent = shimwatch_signal_ledger_settle (shimwatch_publisher_get_ledger (self->services.publisher),
-                                           member, self->path);
-  shimwatch_crash_point (crash_point);
-  return sent;
 }
 
 /* TaskExit exactly once per task; reason NULL: from the exit status */
@@ -214,7 +186,6 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   const char *member = shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
-  gboolean marked;
 
   /* the task is stopped (unless it is being cleaned up); TaskExit only once */
   if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
@@ -232,11 +203,10 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
   g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
-  marked = before_signal (self, member, "exit-prepared");
+  before_signal (self, member, "exit-prepared", "exit-emitted");
   shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
                                          self->id, self->id, pid, exit_status,
                                          (guint64) exited_at);
-  after_signal (self, member, marked, "exit-emitted");
   shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
@@ -252,29 +222,23 @@ emit_task_delete_and_finish (ShimwatchShim *self,
     {
       const char *member =
         shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
-      gboolean marked;
 
       shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                           self->exit.pid, self->exit.exit_status);
-      marked = before_signal (self, member, "delete-prepared");
+      before_signal (self, member, "delete-prepared", "delete-emitted");
       shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
                                                self->namespace_, self->id, self->id,
                                                self->exit.pid, self->exit.exit_status,
                                                (guint64) self->exit.exited_at);
-      /* a TaskDelete that never went out stays in the record for the next start to send */
-      if (!after_signal (self, member, marked, "delete-emitted"))
-        self->persistent = FALSE;
       shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
     }
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
-   * out before the service died) */
+   * out before the service died) once TaskDelete is written to the bus; a TaskDelete
+   * that never went out stays in the record for the next start to send */
   if (self->persistent)
     {
-      g_autoptr(GError) error = NULL;
-
-      if (!shimwatch_records_remove (shimwatch_publisher_get_records_dir (self->services.publisher),
-                                     self->namespace_, self->id, &error))
-        shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
+      shimwatch_record_committer_remove (shimwatch_publisher_get_committer (self->services.publisher),
+                                         self->namespace_, self->id);
       self->persistent = FALSE;
     }
   if (self->delete_invocation != NULL)
@@ -436,13 +400,11 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
     {
       const char *member =
         shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
-      gboolean marked;
 
-      marked = before_signal (self, member, "disconnected-prepared");
+      before_signal (self, member, "disconnected-prepared", "disconnected");
       shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
                                                      self->namespace_, self->id,
                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-      after_signal (self, member, marked, "disconnected");
       shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
                                   reason);
     }

@@ -5,24 +5,57 @@
 
 #include "shimwatch-signal-ledger.h"
 
+/* a record the commit thread does not sync within this time is marked anyway (it is in
+ * the page cache, which is all a restart of the service needs), with a warning: a hung
+ * disk must not stop the bus */
+#define DURABLE_WAIT_US (10 * G_USEC_PER_SEC)
+
 typedef struct
 {
-  ShimwatchRecordCommit *commit;
-  gboolean               sent;
+  gatomicrefcount             ref_count;
+  char                       *member;
+  char                       *subject;
+  ShimwatchSignalSettledFunc  settled;
+  gpointer                    user_data;
+  GDestroyNotify              destroy;
+  /* under the ledger's mutex */
+  gboolean                    commit_given;
+  ShimwatchRecordCommit      *commit;
+  gboolean                    done;        /* settled: queued for the main thread */
+  gboolean                    sent;
 } Entry;
 
 struct _ShimwatchSignalLedger
 {
   gatomicrefcount  ref_count;
   char            *interface_name;
+  GMainContext    *context;
   GMutex           mutex;
-  GHashTable      *entries;          /* "member\nsubject" -> Entry */
+  GCond            commit_given;
+  GHashTable      *entries;          /* "member\nsubject" -> Entry (not settled yet) */
+  GPtrArray       *settled;          /* Entry, for the main thread */
+  GSource         *settle_source;
+  GDBusConnection *connection;       /* not owned: the one attached to, while open */
+  gboolean         closed;
 };
 
-static void
-entry_free (Entry *entry)
+static Entry *
+entry_ref (Entry *entry)
 {
+  g_atomic_ref_count_inc (&entry->ref_count);
+  return entry;
+}
+
+static void
+entry_unref (Entry *entry)
+{
+  if (entry == NULL || !g_atomic_ref_count_dec (&entry->ref_count))
+    return;
   shimwatch_record_commit_free (entry->commit);
+  if (entry->destroy != NULL)
+    entry->destroy (entry->user_data);
+  g_free (entry->member);
+  g_free (entry->subject);
   g_free (entry);
 }
 
@@ -40,9 +73,12 @@ shimwatch_signal_ledger_new (const char *interface_name)
 
   g_atomic_ref_count_init (&ledger->ref_count);
   ledger->interface_name = g_strdup (interface_name);
+  ledger->context = g_main_context_ref_thread_default ();
   g_mutex_init (&ledger->mutex);
+  g_cond_init (&ledger->commit_given);
   ledger->entries = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                           (GDestroyNotify) entry_free);
+                                           (GDestroyNotify) entry_unref);
+  ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
   return ledger;
 }
 
@@ -58,14 +94,82 @@ shimwatch_signal_ledger_unref (ShimwatchSignalLedger *ledger)
 {
   if (ledger == NULL || !g_atomic_ref_count_dec (&ledger->ref_count))
     return;
+  if (ledger->settle_source != NULL)
+    {
+      g_source_destroy (ledger->settle_source);
+      g_source_unref (ledger->settle_source);
+    }
   g_hash_table_unref (ledger->entries);
+  g_ptr_array_unref (ledger->settled);
   g_mutex_clear (&ledger->mutex);
+  g_cond_clear (&ledger->commit_given);
+  g_main_context_unref (ledger->context);
   g_free (ledger->interface_name);
   g_free (ledger);
 }
 
-/* GDBus's worker thread, right before @message is written: only the ledger's own state,
- * under its mutex, and a store to the record's mapped page */
+/* -- settling, on the main thread -------------------------------------------------------- */
+
+static gboolean
+settle_cb (gpointer user_data)
+{
+  ShimwatchSignalLedger *ledger = user_data;
+  g_autoptr(GPtrArray) settled = NULL;
+
+  g_mutex_lock (&ledger->mutex);
+  settled = g_steal_pointer (&ledger->settled);
+  ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
+  g_clear_pointer (&ledger->settle_source, g_source_unref);
+  g_mutex_unlock (&ledger->mutex);
+
+  for (guint i = 0; i < settled->len; i++)
+    {
+      Entry *entry = g_ptr_array_index (settled, i);
+
+      if (!entry->sent)
+        g_warning ("%s of %s was not written to the bus; its record says so, and the next "
+                   "start of the service sends it", entry->member, entry->subject);
+      else
+        g_debug ("%s of %s went out%s", entry->member, entry->subject,
+                 entry->commit != NULL ? " with its record marked" : "");
+      if (entry->settled != NULL)
+        entry->settled (entry->member, entry->subject, entry->sent,
+                        g_steal_pointer (&entry->commit), entry->user_data);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* under the mutex; any thread */
+static void
+settle_locked (ShimwatchSignalLedger *ledger,
+               Entry                 *entry,
+               gboolean               sent)
+{
+  g_autofree char *key = make_key (entry->member, entry->subject);
+
+  entry->done = TRUE;
+  entry->sent = sent;
+  g_ptr_array_add (ledger->settled, entry_ref (entry));
+  if (g_hash_table_lookup (ledger->entries, key) == entry)
+    g_hash_table_remove (ledger->entries, key);
+  g_cond_broadcast (&ledger->commit_given);
+  if (ledger->settle_source == NULL)
+    {
+      /* the callback holds a reference: it may run after the last unref elsewhere */
+      ledger->settle_source = g_idle_source_new ();
+      g_source_set_priority (ledger->settle_source, G_PRIORITY_DEFAULT);
+      g_source_set_static_name (ledger->settle_source, "shimwatch signal ledger");
+      g_source_set_callback (ledger->settle_source, settle_cb,
+                             shimwatch_signal_ledger_ref (ledger),
+                             (GDestroyNotify) shimwatch_signal_ledger_unref);
+      g_source_attach (ledger->settle_source, ledger->context);
+    }
+}
+
+/* -- the filter, in GDBus's worker thread ------------------------------------------------ */
+
+/* right before @message is written: wait until its record is durable, then one store
+ * to the record's mapped page */
 static GDBusMessage *
 outgoing_filter (GDBusConnection *connection,
                  GDBusMessage    *message,
@@ -73,10 +177,14 @@ outgoing_filter (GDBusConnection *connection,
                  gpointer         user_data)
 {
   ShimwatchSignalLedger *ledger = user_data;
+  g_autoptr(GError) error = NULL;
   GVariant *body;
   const char *subject;
   g_autofree char *key = NULL;
   Entry *entry;
+  ShimwatchRecordCommit *commit;
+  gint64 deadline;
+  gboolean durable;
 
   if (incoming || g_dbus_message_get_message_type (message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
       g_strcmp0 (g_dbus_message_get_interface (message), ledger->interface_name) != 0)
@@ -95,21 +203,74 @@ outgoing_filter (GDBusConnection *connection,
 
   g_mutex_lock (&ledger->mutex);
   entry = g_hash_table_lookup (ledger->entries, key);
-  if (entry != NULL && !entry->sent)
+  if (entry == NULL || entry->done)
     {
-      /* nothing else here: every instruction between the mark and GDBus's sendmsg() is
-       * a moment in which a SIGKILL would lose the signal (no logging: settle() logs) */
-      entry->sent = TRUE;
-      shimwatch_records_commit (entry->commit);
+      g_mutex_unlock (&ledger->mutex);
+      return message;
+    }
+  entry_ref (entry);
+  deadline = g_get_monotonic_time () + DURABLE_WAIT_US;
+  while (!entry->commit_given && !entry->done &&
+         g_cond_wait_until (&ledger->commit_given, &ledger->mutex, deadline))
+    ;
+  if (!entry->commit_given && !entry->done)
+    g_warning ("%s of %s goes out before its record was written", entry->member,
+               entry->subject);
+  commit = entry->done ? NULL : entry->commit;
+  g_mutex_unlock (&ledger->mutex);
+
+  /* the commit stays the entry's: only the main thread frees it, after settling */
+  durable = commit != NULL && shimwatch_records_commit_wait (commit, deadline, &error);
+  if (commit != NULL && !durable)
+    g_warning ("%s of %s: its record may not survive a crash of the machine: %s",
+               entry->member, entry->subject, error->message);
+
+  g_mutex_lock (&ledger->mutex);
+  if (!entry->done)
+    {
+      /* nothing else between the mark and GDBus's sendmsg(): every instruction there
+       * is a moment in which a SIGKILL would lose the signal (settle_cb logs) */
+      if (entry->commit != NULL)
+        shimwatch_records_commit (entry->commit);
+      settle_locked (ledger, entry, TRUE);
     }
   g_mutex_unlock (&ledger->mutex);
+  entry_unref (entry);
   return message;
+}
+
+static void
+connection_closed_cb (GDBusConnection *connection,
+                      gboolean         remote_peer_vanished,
+                      GError          *error,
+                      gpointer         user_data)
+{
+  ShimwatchSignalLedger *ledger = user_data;
+  g_autoptr(GPtrArray) open_entries = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer entry;
+
+  g_mutex_lock (&ledger->mutex);
+  ledger->closed = TRUE;
+  g_hash_table_iter_init (&iter, ledger->entries);
+  while (g_hash_table_iter_next (&iter, NULL, &entry))
+    g_ptr_array_add (open_entries, entry);
+  for (guint i = 0; i < open_entries->len; i++)
+    settle_locked (ledger, g_ptr_array_index (open_entries, i), FALSE);
+  g_mutex_unlock (&ledger->mutex);
 }
 
 guint
 shimwatch_signal_ledger_attach (ShimwatchSignalLedger *ledger,
                                 GDBusConnection       *connection)
 {
+  g_mutex_lock (&ledger->mutex);
+  ledger->connection = connection;
+  ledger->closed = g_dbus_connection_is_closed (connection);
+  g_mutex_unlock (&ledger->mutex);
+  g_signal_connect_data (connection, "closed", G_CALLBACK (connection_closed_cb),
+                         shimwatch_signal_ledger_ref (ledger),
+                         (GClosureNotify) (void (*) (void)) shimwatch_signal_ledger_unref, 0);
   /* the ledger outlives any late run of the filter: GDBus drops its reference only once
    * the filter can no longer run */
   return g_dbus_connection_add_filter (connection, outgoing_filter,
@@ -118,45 +279,66 @@ shimwatch_signal_ledger_attach (ShimwatchSignalLedger *ledger,
 }
 
 void
-shimwatch_signal_ledger_expect (ShimwatchSignalLedger *ledger,
-                                const char            *member,
-                                const char            *subject,
-                                ShimwatchRecordCommit *commit)
+shimwatch_signal_ledger_expect (ShimwatchSignalLedger      *ledger,
+                                const char                 *member,
+                                const char                 *subject,
+                                ShimwatchSignalSettledFunc  settled,
+                                gpointer                    user_data,
+                                GDestroyNotify              destroy)
 {
   Entry *entry = g_new0 (Entry, 1);
+  Entry *old;
+  char *key = make_key (member, subject);
 
-  entry->commit = commit;
+  g_atomic_ref_count_init (&entry->ref_count);
+  entry->member = g_strdup (member);
+  entry->subject = g_strdup (subject);
+  entry->settled = settled;
+  entry->user_data = user_data;
+  entry->destroy = destroy;
+
   g_mutex_lock (&ledger->mutex);
-  g_hash_table_replace (ledger->entries, make_key (member, subject), entry);
+  old = g_hash_table_lookup (ledger->entries, key);
+  if (old != NULL)
+    settle_locked (ledger, old, FALSE);
+  g_hash_table_insert (ledger->entries, key, entry_ref (entry));
+  /* nothing will be written: settled at once (in the next turn) */
+  if (ledger->connection == NULL || ledger->closed)
+    settle_locked (ledger, entry, FALSE);
   g_mutex_unlock (&ledger->mutex);
+  entry_unref (entry);
 }
 
-gboolean
-shimwatch_signal_ledger_settle (ShimwatchSignalLedger *ledger,
-                                const char            *member,
-                                const char            *subject)
+void
+shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
+                                    const char            *member,
+                                    const char            *subject,
+                                    ShimwatchRecordCommit *commit)
 {
   g_autofree char *key = make_key (member, subject);
-  g_autofree char *stolen_key = NULL;
-  g_autoptr(GError) error = NULL;
-  Entry *entry = NULL;
-  gboolean sent;
+  Entry *entry;
 
   g_mutex_lock (&ledger->mutex);
-  g_hash_table_steal_extended (ledger->entries, key, (gpointer *) &stolen_key,
-                               (gpointer *) &entry);
+  entry = g_hash_table_lookup (ledger->entries, key);
+  if (entry != NULL && !entry->commit_given)
+    {
+      entry->commit = g_steal_pointer (&commit);
+      entry->commit_given = TRUE;
+      g_cond_broadcast (&ledger->commit_given);
+    }
   g_mutex_unlock (&ledger->mutex);
-  g_return_val_if_fail (entry != NULL, FALSE);
+  /* settled before its record came (the connection closed): the record keeps saying
+   * "not sent" */
+  shimwatch_record_commit_free (commit);
+}
 
-  sent = entry->sent;
-  if (!sent)
-    g_warning ("%s of %s was not written to the bus; its record says so, and the next "
-               "start of the service sends it", member, subject);
-  else if (!shimwatch_records_commit_sync (entry->commit, &error))
-    g_warning ("%s of %s went out, but its record may not survive a crash of the "
-               "machine: %s", member, subject, error->message);
-  else
-    g_debug ("%s of %s went out with its record marked", member, subject);
-  entry_free (entry);
-  return sent;
+guint
+shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger)
+{
+  guint n;
+
+  g_mutex_lock (&ledger->mutex);
+  n = g_hash_table_size (ledger->entries) + ledger->settled->len;
+  g_mutex_unlock (&ledger->mutex);
+  return n;
 }

@@ -14,6 +14,13 @@
  * two facts is a few instructions before the sendmsg(2) in the same thread: no syscall
  * in which a SIGKILL could wait (an earlier version renamed the record there, and a
  * rename can wait for the file system's journal for milliseconds under load).
+ *
+ * Nothing here makes the main thread wait. The record is made durable by the group
+ * commit (shimwatch-commit-queue.h) after the emission; the filter holds the message
+ * until then, so a signal is never marked sent in a record that a crash of the machine
+ * could still lose. The filter holds every message after it too, which keeps the bus
+ * order of everything the service emits. The main thread learns the outcome from a
+ * callback: the ledger confirms each signal asynchronously.
  */
 #pragma once
 
@@ -25,28 +32,42 @@ G_BEGIN_DECLS
 
 typedef struct _ShimwatchSignalLedger ShimwatchSignalLedger;
 
+/* on the ledger's main context. @sent: the mark is set and the message goes out right
+ * after; FALSE: it never will (no connection, connection closed, the record never came).
+ * @commit (transfer full, may be NULL): the record that was to be marked. */
+typedef void (*ShimwatchSignalSettledFunc) (const char            *member,
+                                            const char            *subject,
+                                            gboolean               sent,
+                                            ShimwatchRecordCommit *commit,
+                                            gpointer               user_data);
+
+/* settled callbacks run on the thread-default main context of the caller */
 ShimwatchSignalLedger *shimwatch_signal_ledger_new    (const char            *interface_name);
 ShimwatchSignalLedger *shimwatch_signal_ledger_ref    (ShimwatchSignalLedger *ledger);
 void                   shimwatch_signal_ledger_unref  (ShimwatchSignalLedger *ledger);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchSignalLedger, shimwatch_signal_ledger_unref)
 
-/* watches @connection's outgoing signals of the ledger's interface; returns the filter id */
+/* watches @connection's outgoing signals of the ledger's interface; returns the filter
+ * id. A closed connection settles whatever was not sent. */
 guint    shimwatch_signal_ledger_attach  (ShimwatchSignalLedger *ledger,
                                           GDBusConnection       *connection);
 
-/* @commit (taken) is committed when the signal @member whose first argument is the
- * object path @subject is written to the bus */
-void     shimwatch_signal_ledger_expect  (ShimwatchSignalLedger *ledger,
-                                          const char            *member,
-                                          const char            *subject,
-                                          ShimwatchRecordCommit *commit);
-
-/* after the connection was flushed: whether the signal went out, and so its record is
- * marked (then made durable). A signal that never went out (no connection, connection
- * closed) leaves its record marked "not sent", so a restarted service sends it. Logs
- * either way. */
-gboolean shimwatch_signal_ledger_settle  (ShimwatchSignalLedger *ledger,
-                                          const char            *member,
-                                          const char            *subject);
+/* Right before the signal @member whose first argument is the object path @subject is
+ * emitted. The filter holds that message until the record is given (set_commit) and
+ * durable, then marks it. @settled (may be NULL) runs once either way, unless the
+ * ledger goes first; @destroy (may be NULL) frees @user_data after that. */
+void     shimwatch_signal_ledger_expect  (ShimwatchSignalLedger      *ledger,
+                                          const char                 *member,
+                                          const char                 *subject,
+                                          ShimwatchSignalSettledFunc  settled,
+                                          gpointer                    user_data,
+                                          GDestroyNotify              destroy);
+/* the record to mark (taken); NULL: none could be written, the signal goes out unmarked */
+void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
+                                             const char            *member,
+                                             const char            *subject,
+                                             ShimwatchRecordCommit *commit);
+/* how many expected signals are not settled yet */
+guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
 
 G_END_DECLS

@@ -21,6 +21,7 @@
 #include "shimwatch-error.h"
 #include "shimwatch-fair-queue.h"
 #include "shimwatch-file.h"
+#include "shimwatch-record-committer.h"
 #include "shimwatch-records.h"
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-stdio.h"
@@ -527,7 +528,13 @@ typedef struct
   int              marked_on_arrival;   /* atomic */
   char            *ns_dir;
   ShimwatchSignalLedger *ledger;
+  ShimwatchRecordCommitter *committer;
+  ShimwatchCommitQueue *queue;          /* the committer's */
   guint            filter;
+  GPtrArray       *settled;             /* "member sent|unsent[ marked]" */
+  GMutex           lock;
+  GPtrArray       *received;            /* "member marked|unmarked", under lock */
+  gboolean         removed;             /* the test removed the record of ns/t1 */
 } LedgerFixture;
 
 #define LEDGER_IFACE   "org.shimwatch.Shimwatch1.Manager"
@@ -599,9 +606,24 @@ on_ledger_message (GDBusConnection *connection,
   g_variant_get_child (body, 0, "&o", &subject);
   if (g_str_equal (subject, LEDGER_SUBJECT) && !g_str_equal (member, "TaskStart"))
     {
-      g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
+      /* what a restart would believe, read without the loader's tidying up (the
+       * service is alive and writing) */
+      g_autofree char *path = shimwatch_records_path (f->records_dir, "ns", "t1");
+      g_autofree char *text = NULL;
+      g_autoptr(ShimwatchRecord) record = NULL;
+      gsize length;
+      gboolean sent;
 
-      g_atomic_int_set (&f->marked_on_arrival, signal_flag (record, member));
+      g_assert_true (g_file_get_contents (path, &text, &length, NULL));
+      record = shimwatch_wire_decode_record (text, length, NULL);
+      g_assert_nonnull (record);
+      sent = signal_flag (record, member) &&
+             (g_strcmp0 (record->pending_signal, member) != 0 || record->pending_sent);
+      g_atomic_int_set (&f->marked_on_arrival, sent);
+      g_mutex_lock (&f->lock);
+      g_ptr_array_add (f->received, g_strdup_printf ("%s %s", member,
+                                                     sent ? "marked" : "unmarked"));
+      g_mutex_unlock (&f->lock);
     }
   g_atomic_int_inc (&f->n_received);
   return message;
@@ -658,6 +680,12 @@ ledger_setup (LedgerFixture *f,
   f->ns_dir = g_build_filename (f->records_dir, "ns", NULL);
   f->ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
   f->filter = shimwatch_signal_ledger_attach (f->ledger, f->sender);
+  f->committer = shimwatch_record_committer_new (f->records_dir, f->ledger);
+  shimwatch_record_committer_set_connection (f->committer, f->sender);
+  f->queue = shimwatch_record_committer_get_queue (f->committer);
+  f->settled = g_ptr_array_new_with_free_func (g_free);
+  g_mutex_init (&f->lock);
+  f->received = g_ptr_array_new_with_free_func (g_free);
 }
 
 static void
@@ -665,17 +693,37 @@ ledger_teardown (LedgerFixture *f,
                  gconstpointer  data)
 {
   g_dbus_connection_remove_filter (f->sender, f->filter);
+  g_clear_pointer (&f->committer, shimwatch_record_committer_free);
   g_clear_pointer (&f->ledger, shimwatch_signal_ledger_unref);
+  g_ptr_array_unref (f->settled);
+  g_ptr_array_unref (f->received);
+  g_mutex_clear (&f->lock);
   g_free (f->ns_dir);
   g_dbus_connection_close_sync (f->sender, NULL, NULL);
   g_clear_object (&f->sender);
   g_clear_object (&f->receiver);
-  g_assert_true (shimwatch_records_remove (f->records_dir, "ns", "t1", NULL));
+  if (!f->removed)
+    g_assert_true (shimwatch_records_remove (f->records_dir, "ns", "t1", NULL));
   g_assert_cmpint (g_rmdir (f->records_dir), ==, 0);
   g_free (f->records_dir);
 }
 
 /* the record as it is to be once @member went out: exit known, the flags set */
+static void
+signal_record (ShimwatchRecord *record,
+               const char      *member)
+{
+  base_record (record);
+  record->status = (char *) "stopped";
+  record->disconnected = TRUE;
+  record->exit_known = !g_str_equal (member, "ShimDisconnected");
+  record->exit_emitted = record->exit_known;
+  record->exit.pid = 42;
+  record->exit.exit_status = 137;
+  record->delete_emitted = g_str_equal (member, "TaskDelete");
+  record->pending_signal = (char *) member;
+}
+
 static ShimwatchRecordCommit *
 prepare_record (LedgerFixture *f,
                 const char    *member)
@@ -684,20 +732,14 @@ prepare_record (LedgerFixture *f,
   ShimwatchRecord record = { 0 };
   ShimwatchRecordCommit *commit;
 
-  base_record (&record);
-  record.status = (char *) "stopped";
-  record.disconnected = TRUE;
-  record.exit_known = record.exit_emitted = TRUE;
-  record.exit.pid = 42;
-  record.exit.exit_status = 137;
-  record.delete_emitted = g_str_equal (member, "TaskDelete");
-  record.pending_signal = (char *) member;
-  commit = shimwatch_records_prepare (f->records_dir, &record, &error);
+  signal_record (&record, member);
+  commit = shimwatch_records_prepare (f->records_dir, &record, f->queue, &error);
   g_assert_no_error (error);
   g_assert_nonnull (commit);
   return commit;
 }
 
+/* no flush: the ledger may hold the message, and the main thread must not wait for it */
 static void
 emit_signal (LedgerFixture *f,
              const char    *member,
@@ -711,23 +753,88 @@ emit_signal (LedgerFixture *f,
                                                 137, (guint64) 1),
                                  &error);
   g_assert_no_error (error);
-  g_assert_true (g_dbus_connection_flush_sync (f->sender, NULL, &error));
-  g_assert_no_error (error);
 }
 
 static void
-test_ledger_marks_as_sent (LedgerFixture *f,
-                           gconstpointer  data)
+on_settled (const char            *member,
+            const char            *subject,
+            gboolean               sent,
+            ShimwatchRecordCommit *commit,
+            gpointer               user_data)
+{
+  LedgerFixture *f = user_data;
+
+  g_ptr_array_add (f->settled, g_strdup_printf ("%s %s%s", member, sent ? "sent" : "unsent",
+                                                commit != NULL ? " marked" : ""));
+  shimwatch_record_commit_free (commit);
+}
+
+static gboolean
+timeout_cb (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* runs the main loop for @ms, or until @until (may be NULL) holds */
+static gboolean
+iterate (guint       ms,
+         gboolean  (*until) (LedgerFixture *f),
+         LedgerFixture *f)
+{
+  gint64 deadline = g_get_monotonic_time () + ms * G_TIME_SPAN_MILLISECOND;
+
+  /* other threads change what @until looks at without waking the main context */
+  while (g_get_monotonic_time () < deadline && (until == NULL || !until (f)))
+    {
+      gboolean woken = FALSE;
+      guint id = g_timeout_add (10, timeout_cb, &woken);
+
+      g_main_context_iteration (NULL, TRUE);
+      if (!woken)
+        g_source_remove (id);
+    }
+  return until == NULL || until (f);
+}
+
+static gboolean
+has_three_received (LedgerFixture *f)
+{
+  return g_atomic_int_get (&f->n_received) >= 3;
+}
+
+static gboolean
+has_settled (LedgerFixture *f)
+{
+  return f->settled->len > 0;
+}
+
+static gboolean
+committer_idle (LedgerFixture *f)
+{
+  return shimwatch_record_committer_is_idle (f->committer);
+}
+
+/* Group commit: the filter holds a signal until its record is durable, and only then
+ * marks it; the main thread never waits */
+static void
+test_ledger_marks_when_durable (LedgerFixture *f,
+                                gconstpointer  data)
 {
   const char *members[] = { "TaskExit", "TaskDelete" };
 
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
     {
-      int n_received = g_atomic_int_get (&f->n_received);
+      ShimwatchRecordCommit *commit;
+      guint64 batches = shimwatch_commit_queue_get_n_batches (f->queue);
 
-      shimwatch_signal_ledger_expect (f->ledger, members[i], LEDGER_SUBJECT,
-                                      prepare_record (f, members[i]));
-      /* prepared: the record is new (the exit is known), its signal not yet sent */
+      g_atomic_int_set (&f->n_received, 0);
+      g_ptr_array_set_size (f->settled, 0);
+      shimwatch_commit_queue_set_held (f->queue, TRUE);
+      shimwatch_signal_ledger_expect (f->ledger, members[i], LEDGER_SUBJECT, on_settled, f, NULL);
+      commit = prepare_record (f, members[i]);
+      shimwatch_signal_ledger_set_commit (f->ledger, members[i], LEDGER_SUBJECT, commit);
+      /* written, not yet sent: a restart would send it */
       {
         g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
@@ -736,26 +843,38 @@ test_ledger_marks_as_sent (LedgerFixture *f,
         g_assert_cmpuint (record->exit.exit_status, ==, 137);
         g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
       }
-      /* another task's signal, and another signal of this task, mark nothing */
+      /* another task's signal and another signal of this task go out unheld; ours
+       * waits for the disk, and so does what follows it */
       emit_signal (f, members[i], "/org/shimwatch/Shimwatch1/shims/ns/other");
       emit_signal (f, "TaskStart", LEDGER_SUBJECT);
+      emit_signal (f, members[i], LEDGER_SUBJECT);
+      emit_signal (f, "TaskStart", "/org/shimwatch/Shimwatch1/shims/ns/other");
+      /* (the receiver shares GDBus's worker thread, which the filter holds: it may not
+       * even read the two that went out) */
+      g_assert_false (iterate (300, has_three_received, f));
+      g_assert_cmpuint (f->settled->len, ==, 0);
       {
         g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
         g_assert_false (signal_flag (record, members[i]));
       }
-      emit_signal (f, members[i], LEDGER_SUBJECT);
-      g_assert_true (shimwatch_signal_ledger_settle (f->ledger, members[i], LEDGER_SUBJECT));
+      /* synced: marked, then written; whoever receives it finds the mark */
+      shimwatch_commit_queue_set_held (f->queue, FALSE);
+      g_assert_true (iterate (10000, has_settled, f));
+      {
+        g_autofree char *expected = g_strdup_printf ("%s sent marked", members[i]);
+
+        g_assert_cmpstr (f->settled->pdata[0], ==, expected);
+      }
+      g_assert_true (iterate (10000, has_three_received, f));
+      g_assert_true (g_atomic_int_get (&f->marked_on_arrival));
+      g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, batches + 1);
       {
         g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
         g_assert_true (signal_flag (record, members[i]));
         g_assert_true (record->pending_sent);
       }
-      /* whoever receives the signal finds the record already saying it was sent */
-      while (g_atomic_int_get (&f->n_received) < n_received + 3)
-        g_usleep (1000);
-      g_assert_true (g_atomic_int_get (&f->marked_on_arrival));
     }
 }
 
@@ -763,27 +882,29 @@ static void
 test_ledger_unsent_reads_unsent (LedgerFixture *f,
                                  gconstpointer  data)
 {
-  /* nothing emitted */
-  shimwatch_signal_ledger_expect (f->ledger, "TaskExit", LEDGER_SUBJECT,
-                                  prepare_record (f, "TaskExit"));
-  g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING, "TaskExit of * not written*");
-  g_assert_false (shimwatch_signal_ledger_settle (f->ledger, "TaskExit", LEDGER_SUBJECT));
-  g_test_assert_expected_messages ();
-
-  /* emitted on a closed connection: never written */
-  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
-                                  prepare_record (f, "ShimDisconnected"));
+  /* emitted on a closed connection: never written, settled as such */
+  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT, on_settled, f,
+                                  NULL);
+  shimwatch_signal_ledger_set_commit (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
+                                      prepare_record (f, "ShimDisconnected"));
   g_assert_true (g_dbus_connection_close_sync (f->sender, NULL, NULL));
   g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
                                  "ShimDisconnected",
                                  g_variant_new ("(ossu)", LEDGER_SUBJECT, "ns", "t1", 41),
                                  NULL);
-  g_dbus_connection_flush_sync (f->sender, NULL, NULL);
   g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING,
                          "ShimDisconnected of * not written*");
-  g_assert_false (shimwatch_signal_ledger_settle (f->ledger, "ShimDisconnected",
-                                                  LEDGER_SUBJECT));
+  g_assert_true (iterate (10000, has_settled, f));
   g_test_assert_expected_messages ();
+  g_assert_cmpstr (f->settled->pdata[0], ==, "ShimDisconnected unsent marked");
+
+  /* expected after the close: settled at once */
+  shimwatch_signal_ledger_expect (f->ledger, "TaskExit", LEDGER_SUBJECT, on_settled, f, NULL);
+  g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING, "TaskExit of * not written*");
+  iterate (200, NULL, f);
+  g_test_assert_expected_messages ();
+  g_assert_cmpuint (f->settled->len, ==, 2);
+  g_assert_cmpstr (f->settled->pdata[1], ==, "TaskExit unsent");
 
   /* the record says "not sent", so a restart sends it; no temp file is left */
   {
@@ -794,6 +915,140 @@ test_ledger_unsent_reads_unsent (LedgerFixture *f,
     g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
   }
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
+}
+
+/* every record written in one turn of the main loop: one batch, each file synced once,
+ * their directory once */
+static void
+test_commit_one_batch_per_turn (LedgerFixture *f,
+                                gconstpointer  data)
+{
+  guint64 batches = shimwatch_commit_queue_get_n_batches (f->queue);
+  guint64 syncs = shimwatch_commit_queue_get_n_syncs (f->queue);
+  const char *ids[] = { "b1", "b2", "b3", "b4" };
+
+  iterate (50, NULL, f);
+  batches = shimwatch_commit_queue_get_n_batches (f->queue);
+  syncs = shimwatch_commit_queue_get_n_syncs (f->queue);
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      ShimwatchRecord record = { 0 };
+
+      base_record (&record);
+      record.id = (char *) ids[i];
+      g_assert_true (shimwatch_record_committer_save (f->committer, &record, &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, batches + 1);
+  /* 4 files and 1 directory */
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_syncs (f->queue), ==, syncs + 5);
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 5);
+
+  /* the next turn is the next batch */
+  shimwatch_record_committer_remove (f->committer, "ns", "b1");
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, batches + 2);
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 4);
+  for (guint i = 1; i < G_N_ELEMENTS (ids); i++)
+    shimwatch_record_committer_remove (f->committer, "ns", ids[i]);
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
+}
+
+static gboolean
+has_three_settled_and_idle (LedgerFixture *f)
+{
+  return g_atomic_int_get (&f->n_received) >= 3 && committer_idle (f);
+}
+
+/* While a task's record waits for its signal to be marked, nothing replaces it: the
+ * records of the signals after it are written in turn, each before its signal is
+ * marked, and every signal arrives with its record saying it was sent */
+static void
+test_committer_in_order (LedgerFixture *f,
+                         gconstpointer  data)
+{
+  const char *members[] = { "ShimDisconnected", "TaskExit", "TaskDelete" };
+
+  shimwatch_commit_queue_set_held (f->queue, TRUE);
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      ShimwatchRecord record = { 0 };
+
+      signal_record (&record, members[i]);
+      g_assert_true (shimwatch_record_committer_expect (f->committer, &record, LEDGER_SUBJECT,
+                                                        NULL, &error));
+      g_assert_no_error (error);
+      emit_signal (f, members[i], LEDGER_SUBJECT);
+    }
+  /* one turn later: the first record is there, unsynced; the others wait for it */
+  iterate (300, NULL, f);
+  g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
+  {
+    g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
+
+    g_assert_cmpstr (record->pending_signal, ==, "ShimDisconnected");
+    g_assert_false (record->pending_sent);
+    g_assert_false (record->disconnected);
+    g_assert_false (record->exit_emitted);
+  }
+  shimwatch_commit_queue_set_held (f->queue, FALSE);
+  g_assert_true (iterate (10000, has_three_settled_and_idle, f));
+  g_mutex_lock (&f->lock);
+  g_assert_cmpuint (f->received->len, ==, 3);
+  g_assert_cmpstr (f->received->pdata[0], ==, "ShimDisconnected marked");
+  g_assert_cmpstr (f->received->pdata[1], ==, "TaskExit marked");
+  g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
+  g_mutex_unlock (&f->lock);
+  {
+    g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
+
+    g_assert_true (record->disconnected && record->exit_emitted && record->delete_emitted);
+    g_assert_true (record->pending_sent);
+  }
+  /* one batch per record at most: each waited for the signal before it */
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), <=, 3 + 3);
+
+  /* gone once TaskDelete is written */
+  shimwatch_record_committer_remove (f->committer, "ns", "t1");
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 0);
+  f->removed = TRUE;
+}
+
+/* a TaskDelete that did not go out keeps its record, saying so, for the next start */
+static void
+test_committer_unsent_keeps_record (LedgerFixture *f,
+                                    gconstpointer  data)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  g_assert_true (g_dbus_connection_close_sync (f->sender, NULL, NULL));
+  signal_record (&record, "TaskDelete");
+  g_assert_true (shimwatch_record_committer_expect (f->committer, &record, LEDGER_SUBJECT, NULL,
+                                                    &error));
+  g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                 "TaskDelete",
+                                 g_variant_new ("(osssuut)", LEDGER_SUBJECT, "ns", "t1", "t1",
+                                                42, 137, (guint64) 1), NULL);
+  shimwatch_record_committer_remove (f->committer, "ns", "t1");
+  g_test_expect_message ("ShimwatchLedger", G_LOG_LEVEL_WARNING, "TaskDelete of * not written*");
+  /* (the committer's "task record kept" warning is a structured one, which
+   * g_test_expect_message() does not see: not fatal here) */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  g_test_assert_expected_messages ();
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (f->records_dir);
+
+    g_assert_false (loaded->delete_emitted);
+    g_assert_cmpstr (loaded->pending_signal, ==, "TaskDelete");
+  }
 }
 
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
@@ -856,7 +1111,7 @@ test_records_pending_mark (void)
     }
   /* as written, not yet sent: the flag does not hold, what else it says does */
   {
-    g_autoptr(ShimwatchRecordCommit) commit G_GNUC_UNUSED = shimwatch_records_prepare (dir, &record, &error);
+    g_autoptr(ShimwatchRecordCommit) commit G_GNUC_UNUSED = shimwatch_records_prepare (dir, &record, NULL, &error);
     g_autoptr(GPtrArray) records = NULL;
     ShimwatchRecord *loaded;
 
@@ -975,9 +1230,15 @@ main (int    argc,
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
-  g_test_add ("/service/ledger/marks-as-sent", LedgerFixture, NULL, ledger_setup,
-              test_ledger_marks_as_sent, ledger_teardown);
+  g_test_add ("/service/ledger/marks-when-durable", LedgerFixture, NULL, ledger_setup,
+              test_ledger_marks_when_durable, ledger_teardown);
   g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,
               test_ledger_unsent_reads_unsent, ledger_teardown);
+  g_test_add ("/service/commit/one-batch-per-turn", LedgerFixture, NULL, ledger_setup,
+              test_commit_one_batch_per_turn, ledger_teardown);
+  g_test_add ("/service/committer/in-order", LedgerFixture, NULL, ledger_setup,
+              test_committer_in_order, ledger_teardown);
+  g_test_add ("/service/committer/unsent-keeps-record", LedgerFixture, NULL, ledger_setup,
+              test_committer_unsent_keeps_record, ledger_teardown);
   return g_test_run ();
 }

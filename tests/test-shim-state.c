@@ -396,7 +396,7 @@ test_restart_undoes_unsent (gconstpointer data)
       base_record (&record);
       shimwatch_shim_machine_fill_record (&m, &record);
       record.pending_signal = (char *) shimwatch_lifecycle_signal_member (signal);
-      commit = shimwatch_records_prepare (dir, &record, &error);
+      commit = shimwatch_records_prepare (dir, &record, NULL, &error);
       g_assert_no_error (error);
       g_assert_nonnull (commit);
       if (committed)

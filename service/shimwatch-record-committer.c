@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchRecords"
+
+#include "config.h"
+
+#include "shimwatch-crash-point.h"
+#include "shimwatch-logging.h"
+#include "shimwatch-record-committer.h"
+
+typedef enum {
+  OP_SAVE,
+  OP_SIGNAL,
+  OP_REMOVE,
+} OpKind;
+
+typedef struct _PathState PathState;
+
+/* one write a task asked for; main thread only, but for its reference count */
+typedef struct {
+  gatomicrefcount           ref_count;    /* the ledger may drop its own in any thread */
+  OpKind                    kind;
+  ShimwatchRecordCommitter *committer;   /* NULL once the committer is gone */
+  PathState                *state;
+  GBytes                   *bytes;       /* OP_SAVE, OP_SIGNAL: the encoded record */
+  char                     *member;      /* OP_SIGNAL */
+  char                     *subject;
+  char                     *crash_point;
+  gboolean                  settled;     /* OP_SIGNAL: the ledger told */
+  gboolean                  sent;
+} Op;
+
+/* a task with writes waiting, or a record waiting for its signal */
+struct _PathState {
+  char     *key;            /* namespace/id */
+  char     *namespace_;
+  char     *id;
+  char     *path;
+  GQueue    ops;            /* Op, in the order asked */
+  Op       *inflight;       /* its record written, its signal not settled */
+  gboolean  flushing;       /* its removal waits for the connection to be flushed */
+  gboolean  unsent;         /* a signal of this task did not go out */
+};
+
+struct _ShimwatchRecordCommitter
+{
+  char                  *records_dir;
+  ShimwatchSignalLedger *ledger;
+  ShimwatchCommitQueue  *queue;
+  GDBusConnection       *connection;
+  GHashTable            *states;          /* key -> PathState */
+  GHashTable            *unsettled;       /* Op: signals the ledger has not settled */
+  GPtrArray             *flush_waiting;   /* PathState: removals the running flush covers */
+  GPtrArray             *flush_next;      /* PathState: removals for the next flush */
+  gboolean               flush_running;
+};
+
+static void run (ShimwatchRecordCommitter *self,
+                 PathState                *state);
+
+static Op *
+op_new (OpKind     kind,
+        PathState *state)
+{
+  Op *op = g_new0 (Op, 1);
+
+  g_atomic_ref_count_init (&op->ref_count);
+  op->kind = kind;
+  op->state = state;
+  return op;
+}
+
+static Op *
+op_ref (Op *op)
+{
+  g_atomic_ref_count_inc (&op->ref_count);
+  return op;
+}
+
+static void
+op_unref (Op *op)
+{
+  if (op == NULL || !g_atomic_ref_count_dec (&op->ref_count))
+    return;
+  g_clear_pointer (&op->bytes, g_bytes_unref);
+  g_free (op->member);
+  g_free (op->subject);
+  g_free (op->crash_point);
+  g_free (op);
+}
+
+static void
+path_state_free (PathState *state)
+{
+  Op *op;
+
+  /* the committer is going: what still waits is not written (the records on disk are
+   * consistent with what went out), and a late settle finds no committer */
+  while ((op = g_queue_pop_head (&state->ops)) != NULL)
+    {
+      op->committer = NULL;
+      op_unref (op);
+    }
+  if (state->inflight != NULL)
+    {
+      state->inflight->committer = NULL;
+      op_unref (state->inflight);
+    }
+  g_free (state->key);
+  g_free (state->namespace_);
+  g_free (state->id);
+  g_free (state->path);
+  g_free (state);
+}
+
+static PathState *
+get_state (ShimwatchRecordCommitter *self,
+           const char               *namespace_,
+           const char               *id)
+{
+  g_autofree char *key = g_strconcat (namespace_, "/", id, NULL);
+  PathState *state = g_hash_table_lookup (self->states, key);
+
+  if (state == NULL)
+    {
+      state = g_new0 (PathState, 1);
+      state->key = g_steal_pointer (&key);
+      state->namespace_ = g_strdup (namespace_);
+      state->id = g_strdup (id);
+      state->path = shimwatch_records_path (self->records_dir, namespace_, id);
+      g_queue_init (&state->ops);
+      g_hash_table_insert (self->states, state->key, state);
+    }
+  return state;
+}
+
+static void
+log_record (PathState  *state,
+            const char *text)
+{
+  ShimwatchLogTask task = { .namespace_ = state->namespace_, .id = state->id,
+                            .event = "record" };
+
+  shimwatch_log_task (G_LOG_LEVEL_WARNING, &task, "%s", text);
+}
+
+/* -- removal, after a flush of the connection ---------------------------------------------- */
+
+static void start_flush (ShimwatchRecordCommitter *self);
+
+static void
+remove_now (ShimwatchRecordCommitter *self,
+            PathState                *state)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (state->unsent)
+    log_record (state, "task record kept: a signal of the task did not go out, the next "
+                "start sends it");
+  else if (!shimwatch_records_remove_queued (self->records_dir, state->namespace_, state->id,
+                                             self->queue, &error))
+    log_record (state, error->message);
+}
+
+static void
+flush_done_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  ShimwatchRecordCommitter *self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) done = NULL;
+
+  if (!g_dbus_connection_flush_finish (G_DBUS_CONNECTION (source), result, &error))
+    g_debug ("flushing the bus connection: %s", error->message);
+  self->flush_running = FALSE;
+  done = g_steal_pointer (&self->flush_waiting);
+  self->flush_waiting = g_ptr_array_new ();
+  for (guint i = 0; i < done->len; i++)
+    {
+      PathState *state = g_ptr_array_index (done, i);
+
+      state->flushing = FALSE;
+      remove_now (self, state);
+      run (self, state);
+    }
+  if (self->flush_next->len > 0)
+    start_flush (self);
+}
+
+static void
+start_flush (ShimwatchRecordCommitter *self)
+{
+  g_autoptr(GPtrArray) next = g_steal_pointer (&self->flush_next);
+
+  self->flush_next = g_ptr_array_new ();
+  g_ptr_array_extend_and_steal (self->flush_waiting, g_steal_pointer (&next));
+  self->flush_running = TRUE;
+  /* the committer outlives the flush: free() drains first */
+  g_dbus_connection_flush (self->connection, NULL, flush_done_cb, self);
+}
+
+/* -- the writes of one task, in order ------------------------------------------------------ */
+
+static void
+signal_settled_cb (const char            *member,
+                   const char            *subject,
+                   gboolean               sent,
+                   ShimwatchRecordCommit *commit,
+                   gpointer               user_data)
+{
+  Op *op = user_data;
+  ShimwatchRecordCommitter *self = op->committer;
+  PathState *state = op->state;     /* NULL: its record is not waited for */
+
+  op->settled = TRUE;
+  op->sent = sent;
+  if (self == NULL)
+    {
+      shimwatch_record_commit_free (commit);
+      return;
+    }
+  g_hash_table_remove (self->unsettled, op);
+  /* the mark survives a crash of the machine too, with the next batch */
+  if (commit != NULL && sent)
+    shimwatch_records_commit_sync_later (commit, self->queue);
+  else
+    shimwatch_record_commit_free (commit);
+  if (!sent && state != NULL)
+    state->unsent = TRUE;
+  if (op->crash_point != NULL)
+    shimwatch_crash_point (op->crash_point);
+  if (state != NULL && state->inflight == op)
+    {
+      state->inflight = NULL;
+      op_unref (op);
+      run (self, state);
+    }
+}
+
+static void
+run (ShimwatchRecordCommitter *self,
+     PathState                *state)
+{
+  Op *op;
+
+  while (state->inflight == NULL && !state->flushing &&
+         (op = g_queue_pop_head (&state->ops)) != NULL)
+    {
+      g_autoptr(GError) error = NULL;
+
+      switch (op->kind)
+        {
+        case OP_SAVE:
+          /* a newer record of this task follows: this one would be replaced unread */
+          {
+            Op *next = g_queue_peek_head (&state->ops);
+
+            if (next != NULL && next->kind != OP_REMOVE)
+              break;
+          }
+          if (!shimwatch_records_write_encoded (state->path, op->bytes, self->queue, &error))
+            {
+              g_autofree char *text = g_strdup_printf ("cannot write task record: %s",
+                                                       error->message);
+
+              log_record (state, text);
+            }
+          break;
+
+        case OP_SIGNAL:
+          {
+            ShimwatchRecordCommit *commit =
+              shimwatch_records_prepare_encoded (state->path, op->bytes, self->queue, &error);
+            gboolean written = commit != NULL;
+
+            if (!written)
+              {
+                g_autofree char *text = g_strdup_printf ("cannot write task record: %s",
+                                                         error->message);
+
+                log_record (state, text);
+              }
+            /* NULL: the signal goes out unmarked. The ledger frees a record whose signal
+             * was settled before (no bus): it stays "not sent" */
+            shimwatch_signal_ledger_set_commit (self->ledger, op->member, op->subject,
+                                                commit);
+            if (written && !op->settled)
+              state->inflight = op_ref (op);
+            else
+              op->state = NULL;       /* the state may go before the settle */
+          }
+          break;
+
+        case OP_REMOVE:
+          if (self->connection == NULL || g_dbus_connection_is_closed (self->connection))
+            {
+              remove_now (self, state);
+              break;
+            }
+          /* the signals before it are marked, but maybe not written yet */
+          state->flushing = TRUE;
+          g_ptr_array_add (self->flush_next, state);
+          if (!self->flush_running)
+            start_flush (self);
+          break;
+        }
+      op_unref (op);
+    }
+  if (state->inflight == NULL && !state->flushing && g_queue_is_empty (&state->ops))
+    g_hash_table_remove (self->states, state->key);
+}
+
+/* -- the API -------------------------------------------------------------------------------- */
+
+static void
+submit (ShimwatchRecordCommitter *self,
+        PathState                *state,
+        Op                       *op)
+{
+  op->committer = self;
+  g_queue_push_tail (&state->ops, op);
+  run (self, state);
+}
+
+gboolean
+shimwatch_record_committer_save (ShimwatchRecordCommitter  *self,
+                                 const ShimwatchRecord     *record,
+                                 GError                   **error)
+{
+  PathState *state = get_state (self, record->namespace_, record->id);
+  Op *op = op_new (OP_SAVE, state);
+
+  op->bytes = shimwatch_wire_encode_record (record);
+  submit (self, state, op);
+  return TRUE;
+}
+
+gboolean
+shimwatch_record_committer_expect (ShimwatchRecordCommitter  *self,
+                                   const ShimwatchRecord     *record,
+                                   const char                *subject,
+                                   const char                *crash_point,
+                                   GError                   **error)
+{
+  PathState *state;
+  Op *op;
+
+  g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, FALSE);
+
+  state = get_state (self, record->namespace_, record->id);
+  op = op_new (OP_SIGNAL, state);
+  op->bytes = shimwatch_wire_encode_record (record);
+  op->member = g_strdup (record->pending_signal);
+  op->subject = g_strdup (subject);
+  op->crash_point = g_strdup (crash_point);
+  op->committer = self;
+  g_hash_table_add (self->unsettled, op);
+  /* before the emission, which follows this call: the filter must know the signal */
+  shimwatch_signal_ledger_expect (self->ledger, op->member, op->subject, signal_settled_cb,
+                                  op_ref (op), (GDestroyNotify) op_unref);
+  submit (self, state, op);
+  return TRUE;
+}
+
+void
+shimwatch_record_committer_remove (ShimwatchRecordCommitter *self,
+                                   const char               *namespace_,
+                                   const char               *id)
+{
+  PathState *state = get_state (self, namespace_, id);
+
+  submit (self, state, op_new (OP_REMOVE, state));
+}
+
+void
+shimwatch_record_committer_set_connection (ShimwatchRecordCommitter *self,
+                                           GDBusConnection          *connection)
+{
+  g_set_object (&self->connection, connection);
+}
+
+gboolean
+shimwatch_record_committer_is_idle (ShimwatchRecordCommitter *self)
+{
+  return g_hash_table_size (self->states) == 0 && !self->flush_running &&
+         shimwatch_signal_ledger_get_n_pending (self->ledger) == 0 &&
+         shimwatch_commit_queue_is_idle (self->queue);
+}
+
+static gboolean
+drain_timeout_cb (gpointer user_data)
+{
+  gboolean *timed_out = user_data;
+
+  *timed_out = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+gboolean
+shimwatch_record_committer_drain (ShimwatchRecordCommitter *self,
+                                  guint                     timeout_ms)
+{
+  gboolean timed_out = FALSE;
+  guint timeout_id;
+
+  timeout_id = g_timeout_add (timeout_ms, drain_timeout_cb, &timed_out);
+  while (!timed_out && (g_hash_table_size (self->states) > 0 || self->flush_running ||
+                        shimwatch_signal_ledger_get_n_pending (self->ledger) > 0))
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (timeout_id);
+  shimwatch_commit_queue_wait_idle (self->queue);
+  return shimwatch_record_committer_is_idle (self);
+}
+
+ShimwatchCommitQueue *
+shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self)
+{
+  return self->queue;
+}
+
+ShimwatchRecordCommitter *
+shimwatch_record_committer_new (const char            *records_dir,
+                                ShimwatchSignalLedger *ledger)
+{
+  ShimwatchRecordCommitter *self = g_new0 (ShimwatchRecordCommitter, 1);
+
+  self->records_dir = g_strdup (records_dir);
+  self->ledger = shimwatch_signal_ledger_ref (ledger);
+  self->queue = shimwatch_commit_queue_new (NULL);
+  self->states = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                        (GDestroyNotify) path_state_free);
+  self->unsettled = g_hash_table_new (NULL, NULL);
+  self->flush_waiting = g_ptr_array_new ();
+  self->flush_next = g_ptr_array_new ();
+  return self;
+}
+
+void
+shimwatch_record_committer_free (ShimwatchRecordCommitter *self)
+{
+  GHashTableIter iter;
+  gpointer op;
+
+  if (self == NULL)
+    return;
+  /* a flush in flight holds self: wait for it (the connection answers or closes) */
+  while (self->flush_running)
+    g_main_context_iteration (NULL, TRUE);
+  /* a late settle finds no committer */
+  g_hash_table_iter_init (&iter, self->unsettled);
+  while (g_hash_table_iter_next (&iter, &op, NULL))
+    ((Op *) op)->committer = NULL;
+  g_hash_table_unref (self->unsettled);
+  g_hash_table_unref (self->states);
+  g_ptr_array_unref (self->flush_waiting);
+  g_ptr_array_unref (self->flush_next);
+  shimwatch_commit_queue_free (self->queue);
+  g_clear_object (&self->connection);
+  shimwatch_signal_ledger_unref (self->ledger);
+  g_free (self->records_dir);
+  g_free (self);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchRecordCommitter: every write of a task record, in order, without making the
+ * main loop wait.
+ *
+ * A record is written (and renamed into place) when asked, and made durable by the
+ * group commit with everything else written in the same turn of the main loop
+ * (shimwatch-commit-queue.h). A record that goes with a signal (its flag set ahead of
+ * time, marked "not sent") is handed to the signal ledger, whose filter marks it sent
+ * right before the signal is written to the bus (shimwatch-signal-ledger.h).
+ *
+ * One rule keeps that exact: while a task's record waits for its signal to be marked,
+ * nothing replaces it. A record written over it would either claim the signal (lost if
+ * the service dies before the signal goes out) or drop it (sent twice). So what a task
+ * asks for meanwhile (a newer record, another signal's record, the removal) waits, in
+ * order, until the signal is settled; of several plain writes only the newest is made.
+ * Waiting is for the record only: the signal itself is emitted at once, and the ledger's
+ * filter holds it until its record is there.
+ *
+ * The removal of a record after TaskDelete waits until that signal is really written
+ * (a flush of the connection); if the signal never went out the record stays, so the
+ * next start of the service sends it.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "shimwatch-commit-queue.h"
+#include "shimwatch-records.h"
+#include "shimwatch-signal-ledger.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShimwatchRecordCommitter ShimwatchRecordCommitter;
+
+/* the ledger must be attached to the connection the signals go out on, if any */
+ShimwatchRecordCommitter *shimwatch_record_committer_new  (const char               *records_dir,
+                                                           ShimwatchSignalLedger    *ledger);
+void                      shimwatch_record_committer_free (ShimwatchRecordCommitter *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecordCommitter, shimwatch_record_committer_free)
+
+/* where the signals go out: what a record's removal flushes before it */
+void     shimwatch_record_committer_set_connection (ShimwatchRecordCommitter *self,
+                                                    GDBusConnection          *connection);
+
+/* a record without a signal */
+gboolean shimwatch_record_committer_save   (ShimwatchRecordCommitter *self,
+                                            const ShimwatchRecord    *record,
+                                            GError                  **error);
+/* Right before the signal record->pending_signal about the object @subject is emitted:
+ * @record has its flag set and pending_sent FALSE. @crash_point is reached once the
+ * signal is settled (sent or not). FALSE: the record could not be encoded or written
+ * (@error), and the signal goes out unmarked. */
+gboolean shimwatch_record_committer_expect (ShimwatchRecordCommitter *self,
+                                            const ShimwatchRecord    *record,
+                                            const char               *subject,
+                                            const char               *crash_point,
+                                            GError                  **error);
+/* the task is completely gone */
+void     shimwatch_record_committer_remove (ShimwatchRecordCommitter *self,
+                                            const char               *namespace_,
+                                            const char               *id);
+
+/* no task has a write waiting, no signal is unsettled, nothing is unsynced */
+gboolean shimwatch_record_committer_is_idle (ShimwatchRecordCommitter *self);
+/* at shutdown: runs the main context until idle or @timeout_ms; TRUE if idle */
+gboolean shimwatch_record_committer_drain   (ShimwatchRecordCommitter *self,
+                                             guint                     timeout_ms);
+ShimwatchCommitQueue *shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self);
+
+G_END_DECLS
