@@ -1,0 +1,1117 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""shimwatch beside containerd 1.6.20, measured in the same run: one table, also as JSON.
+
+    meson compile -C _build bench                       # the full run (docs/benchmarks.md)
+    SHIMWATCH_BENCH_ARGS="--smoke" meson compile -C _build bench
+
+Three scenarios (docs/benchmarks.md says what each figure means and how it is taken):
+
+  single   one SIGKILLed shim at a time, n times, shimwatch and containerd taking turns:
+           the raw EOF on a connection of our own to the same shim socket (the floor),
+           ShimDisconnected, TaskExit, TaskDelete as a bus client receives them; containerd's
+           "shim disconnected" log line and /tasks/exit, /tasks/delete as `ctr events`
+           receives them.
+  mass     N real runc shims SIGKILLed at once: last TaskExit, last TaskDelete, what is left,
+           CPU-seconds used in the window; the same for containerd. Also the idle CPU and
+           memory of both with N tasks.
+  scale    N tasks on tests/shimwatch-test-shim: RSS, idle CPU, main-thread wakeups,
+           GetManagedObjects and ListShims latency, create rate at 100 and at N, restart until
+           every shim is taken over again, N deaths until the last TaskDelete, ShimDisconnected
+           p99 while N are supervised.
+
+The driver (this script without --unit) runs each scenario as a child of its own: under
+tests/with-system-bus.sh (a private system bus with the project's policy and polkitd), and
+under `flock LOCK` when --lock is given, so that a shared machine's test lock is held for one
+scenario at a time. Each scenario works in its own directory under /tmp, watched by
+tests/cleanup-guard.py, and stops everything it started by PID; it then checks that no
+process, socket, cgroup, mount or runc container of its own is left, and fails otherwise.
+
+--smoke runs every scenario with a few tasks (seconds): the test suite's `bench-smoke`
+checks that way that every figure is produced and nothing is left behind. Targets are
+judged only in a full run: timing on a shared machine is no pass/fail test.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("SHIMWATCH_SOURCE_DIR", os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests"))
+import integration_test as it  # noqa: E402
+from integration_test import Gio, GLib  # noqa: E402
+
+NAMESPACE = "swbench"
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def log(*args):
+    print("bench:", *args, file=sys.stderr, flush=True)
+
+
+# -- processes -----------------------------------------------------------------------------
+
+def proc_stat(pid):
+    """(state, ppid, own CPU s, reaped children's CPU s, starttime) of pid, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (fields[0], int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK,
+            (int(fields[13]) + int(fields[14])) / TICK, fields[19])
+
+
+def cpu_seconds(pid, children=False):
+    st = proc_stat(pid)
+    if st is None:
+        return 0.0
+    return st[2] + (st[3] if children else 0.0)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE_KIB
+
+
+def voluntary_switches(pid, tid=None):
+    with open(f"/proc/{pid}/task/{tid or pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
+
+
+def alive(pid):
+    return pid > 0 and not it.process_dead(pid)
+
+
+def kill_by_pid(pids, sig=signal.SIGKILL):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def wait_gone(pids, timeout=10):
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [p for p in pids if alive(p)]
+
+
+def stop_process(proc, timeout=60):
+    """SIGTERM, then SIGKILL after timeout; always reaped."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+class Profile:
+    """`perf record -g -p PID` for a phase when --perf DIR is given (DIR/NAME.data), else
+    nothing. Profiled runs are for finding where the time goes, not for the figures."""
+
+    def __init__(self, args, pid, name):
+        self.path = os.path.join(args.perf, name + ".data") if args.perf else None
+        self.pid, self.proc = pid, None
+
+    def __enter__(self):
+        if self.path:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self.proc = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p",
+                                          str(self.pid), "-o", self.path],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)          # perf attaches to every thread first
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def cgroup_exists(path):
+    return any(os.path.isdir(os.path.join(m, path.lstrip("/"))) for m in it.cgroup_mounts())
+
+
+def raw_connection(path):
+    """A connection of our own to a shim's socket, and the time its EOF arrives: the floor
+    for any supervisor of that shim (the kernel closes every connection at once)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    box = {}
+
+    def wait_eof():
+        try:
+            while sock.recv(4096):
+                pass
+        except OSError:
+            pass
+        box["eof"] = time.monotonic()
+    thread = threading.Thread(target=wait_eof, daemon=True)
+    thread.start()
+    return sock, thread, box
+
+
+# -- a scenario's directory ----------------------------------------------------------------
+
+class Workspace:
+    """/tmp/swbench-XXXXXXXX with a private tmpfs at run/ (what lives in /run in production:
+    shimwatch's runtime directory, containerd's state), watched by tests/cleanup-guard.py."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="swbench-", dir="/tmp")
+        os.chmod(self.dir, 0o755)
+        self.guard = subprocess.Popen(["/usr/bin/python3", it.GUARD, self.dir,
+                                       "/" + NAMESPACE],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd="/",
+                                      start_new_session=True)
+        self.run = os.path.join(self.dir, "run")
+        os.makedirs(self.run)
+        self.tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1g",
+                                     "swbench", self.run],
+                                    stderr=subprocess.DEVNULL).returncode == 0
+        self.sockets = set()
+        self.pids = []           # everything started, to check at the end
+        self.bundle = os.path.join(self.dir, "bundle")
+        subprocess.run(["bash", os.path.join(SOURCE_DIR, "tools", "make-bundle.sh"),
+                        self.bundle, "sleep", "100000"], check=True, stdout=subprocess.DEVNULL)
+
+    def watch_pid(self, pid):
+        self.pids.append(pid)
+        it.guard_pid(self.dir, pid)
+
+    def add_socket(self, path):
+        if path not in self.sockets:
+            self.sockets.add(path)
+            with open(os.path.join(self.dir, "guard.sockets"), "a") as f:
+                f.write(path + "\n")
+
+    def close(self):
+        """Remove everything, then say what could not be removed."""
+        it.finish_cleanup_guard(self.guard)
+        if self.tmpfs:
+            subprocess.run(["umount", self.run], check=False)
+        subprocess.run(["rm", "-rf", "--one-file-system", self.dir], check=False)
+        left = []
+        left += [f"process {p}" for p in self.pids if alive(p)]
+        left += [f"socket {s}" for s in sorted(self.sockets) if os.path.lexists(s)]
+        if os.path.exists(self.dir):
+            left.append(f"directory {self.dir}")
+        with open("/proc/self/mountinfo") as f:
+            if any(self.dir in line for line in f):
+                left.append(f"mount under {self.dir}")
+        for parent in ("/" + NAMESPACE, "/shimwatch/" + NAMESPACE):
+            if cgroup_exists(parent):
+                it.remove_empty_cgroups(parent)
+            if cgroup_exists(parent):
+                left.append(f"cgroup {parent}")
+        return left
+
+
+# -- shimwatch -----------------------------------------------------------------------------
+
+class BusWatch:
+    """The service's lifecycle signals with their arrival times, received by a connection of
+    their own in a thread of their own (no polling delay in the figures)."""
+    MEMBERS = ("ShimDisconnected", "TaskExit", "TaskDelete")
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.seen = {m: {} for m in self.MEMBERS}     # member -> {id: [times]}
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    def _run(self, ready):
+        context = GLib.MainContext.new()
+        context.push_thread_default()
+        self.connection = Gio.DBusConnection.new_for_address_sync(
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT |
+            Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        self.connection.signal_subscribe(None, it.MANAGER, None, it.MANAGER_PATH, None,
+                                         Gio.DBusSignalFlags.NONE, self._on_signal)
+        self.loop = GLib.MainLoop.new(context, False)
+        ready.set()            # what arrives before run() waits in the context
+        self.loop.run()
+
+    def _on_signal(self, connection, sender, path, interface, member, parameters):
+        now = time.monotonic()
+        if member not in self.MEMBERS:
+            return
+        if parameters.get_child_value(1).get_string() != NAMESPACE:
+            return
+        task_id = parameters.get_child_value(2).get_string()
+        with self.cond:
+            self.seen[member].setdefault(task_id, []).append(now)
+            self.cond.notify_all()
+
+    def first(self, member, task_id):
+        with self.cond:
+            times = self.seen[member].get(task_id)
+            return times[0] if times else None
+
+    def wait(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+                self.cond.wait(min(left, 0.5))
+
+    def wait_deleted(self, ids, timeout):
+        ids = list(ids)
+        self.wait(lambda: all(i in self.seen["TaskDelete"] for i in ids), timeout,
+                  f"TaskDelete of {len(ids)} task(s)")
+
+    def counts(self, task_id):
+        with self.cond:
+            return [len(self.seen[m].get(task_id, [])) for m in self.MEMBERS]
+
+    def close(self):
+        self.loop.quit()
+        self.thread.join(5)
+
+
+class Shimwatch:
+    """shimwatchd with its default settings (only RuntimePath adds the test shim)."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.runtime_dir = os.path.join(ws.run, "shimwatch")
+        self.state_dir = os.path.join(ws.dir, "shimwatch-state")
+        runtimes = os.path.join(ws.dir, "runtimes")
+        os.makedirs(runtimes, exist_ok=True)
+        os.symlink(it.TEST_SHIM, os.path.join(runtimes, "containerd-shim-test-v1"))
+        self.config = os.path.join(ws.dir, "shimwatch.conf")
+        with open(self.config, "w") as f:
+            f.write(f"[Service]\nRuntimePath={runtimes};/usr/bin;/usr/sbin\n")
+        self.log = open(os.path.join(ws.dir, "shimwatchd.log"), "a")
+        self.bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+        self.proc = None
+        self.readopted = []
+        self.lock = threading.Lock()
+
+    def start(self):
+        self.readopted = []
+        started = time.monotonic()
+        self.proc = subprocess.Popen([it.SHIMWATCHD, "--runtime-dir", self.runtime_dir,
+                                      "--state-dir", self.state_dir, "--config", self.config],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.ws.watch_pid(self.proc.pid)
+        threading.Thread(target=self._read_log, args=(self.proc.stdout,), daemon=True).start()
+
+        def owned():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"shimwatchd exited with {self.proc.returncode}")
+            try:
+                reply = self.bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                           "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                                           GLib.Variant("(s)", (it.BUS_NAME,)), None,
+                                           Gio.DBusCallFlags.NONE, -1, None)
+            except GLib.Error:
+                return False
+            return reply.unpack()[0] == self.proc.pid
+        deadline = time.monotonic() + 30
+        while not owned():
+            if time.monotonic() > deadline:
+                raise AssertionError("shimwatchd did not own its name within 30 s")
+            time.sleep(0.005)
+        return started
+
+    def _read_log(self, stream):
+        for line in iter(stream.readline, b""):
+            if b"taken over again" in line:
+                with self.lock:
+                    self.readopted.append(time.monotonic())
+            self.log.write(line.decode(errors="replace"))
+        self.log.flush()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        stop_process(self.proc)
+
+    def call(self, path, interface, method, signature=None, args=None, timeout=60000):
+        parameters = GLib.Variant(signature, args) if signature else None
+        return self.bus.call_sync(it.BUS_NAME, path, interface, method, parameters, None,
+                                  Gio.DBusCallFlags.NONE, timeout, None)
+
+    def create(self, task_id, runtime=None):
+        options = {"runtime": GLib.Variant("s", runtime)} if runtime else {}
+        reply = self.call(it.MANAGER_PATH, it.MANAGER, "CreateTask", "(sssa{sv})",
+                          (NAMESPACE, task_id, self.ws.bundle, options))
+        return reply.unpack()[0]
+
+    def tasks(self):
+        """{id: {ShimPid, TaskPid, Address, CgroupPath, ...}} from one GetManagedObjects."""
+        reply = self.call(it.MANAGER_PATH, "org.freedesktop.DBus.ObjectManager",
+                          "GetManagedObjects").unpack()[0]
+        out = {}
+        for interfaces in reply.values():
+            props = interfaces.get(it.SHIM)
+            if props and props.get("Namespace") == NAMESPACE:
+                out[props["Id"]] = props
+        for props in out.values():
+            if props["Address"].startswith("unix://"):
+                self.ws.add_socket(props["Address"][len("unix://"):])
+        return out
+
+    def leftovers(self, tasks):
+        """What is left of these tasks: processes, runc state, task directories, records,
+        sockets, cgroups."""
+        left = {"processes": 0, "runc state": 0, "task dirs": 0, "records": 0, "sockets": 0,
+                "cgroups": 0}
+        for task_id, p in tasks.items():
+            left["processes"] += alive(p["ShimPid"]) + alive(p["TaskPid"])
+            left["runc state"] += os.path.exists(os.path.join(self.runtime_dir, "runc",
+                                                              NAMESPACE, task_id))
+            left["task dirs"] += os.path.exists(os.path.join(self.runtime_dir, "tasks",
+                                                             NAMESPACE, task_id))
+            left["records"] += os.path.exists(os.path.join(self.runtime_dir, "records",
+                                                           NAMESPACE, task_id + ".json"))
+            address = p["Address"][len("unix://"):]
+            left["sockets"] += bool(address) and os.path.lexists(address)
+            left["cgroups"] += bool(p["CgroupPath"]) and cgroup_exists(p["CgroupPath"])
+        return left
+
+
+def bus_daemon_pid():
+    bus_dir = os.environ.get("SHIMWATCH_TEST_BUS_DIR", "")
+    needle = f"--config-file={bus_dir}/bus.conf".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if bus_dir and needle in f.read().split(b"\0"):
+                        return int(entry)
+            except OSError:
+                pass
+    return None
+
+
+# -- containerd ----------------------------------------------------------------------------
+
+class Containerd:
+    """A private containerd 1.6.20: its own root, state, addresses and config under the
+    scenario's directory, CRI disabled; tasks made with `ctr run -d --rootfs` from the same
+    busybox rootfs; events from `ctr events` with their arrival times."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        d = os.path.join(ws.dir, "containerd")
+        os.makedirs(d)
+        self.state = os.path.join(ws.run, "containerd")          # /run/containerd's role
+        self.runc_root = os.path.join(ws.run, "containerd-runc")
+        os.makedirs(self.runc_root)
+        self.address = os.path.join(d, "containerd.sock")
+        self.config = os.path.join(d, "config.toml")
+        with open(self.config, "w") as f:
+            f.write(f"""version = 2
+root = "{d}/root"
+state = "{self.state}"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.aufs", \
+"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", \
+"io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{self.address}"
+[ttrpc]
+  address = "{self.address}.ttrpc"
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "{d}/opt"
+""")
+        self.log_path = os.path.join(d, "containerd.log")
+        self.cond = threading.Condition()
+        self.events = {}             # (topic, id) -> [arrival times]
+        self.proc = self.events_proc = None
+        self.ids = []
+
+    def start(self):
+        self.proc = subprocess.Popen(["containerd", "--config", self.config],
+                                     stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        self.ws.watch_pid(self.proc.pid)
+        deadline = time.monotonic() + 30
+        while subprocess.run(["ctr", "--address", self.address, "version"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("containerd did not start; see " + self.log_path)
+            time.sleep(0.05)
+        self.events_proc = subprocess.Popen(["ctr", "--address", self.address, "events"],
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.ws.watch_pid(self.events_proc.pid)
+        threading.Thread(target=self._read_events, daemon=True).start()
+
+    def _read_events(self):
+        # "2026-12-03 02:50:01.1 +0000 UTC swbench /tasks/exit {"container_id":"c1",...}"
+        for line in iter(self.events_proc.stdout.readline, b""):
+            now = time.monotonic()
+            text = line.decode(errors="replace")
+            match = re.search(r" (/tasks/[a-z-]+) (\{.*\})\s*$", text)
+            if not match:
+                continue
+            try:
+                task_id = json.loads(match.group(2)).get("container_id", "")
+            except ValueError:
+                continue
+            with self.cond:
+                self.events.setdefault((match.group(1), task_id), []).append(now)
+                self.cond.notify_all()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def ctr(self, *args, check=True):
+        return subprocess.run(["ctr", "--address", self.address, "-n", NAMESPACE] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              check=check)
+
+    def run(self, task_id):
+        self.ids.append(task_id)
+        self.ctr("run", "-d", "--null-io", "--runc-root", self.runc_root, "--env", "PATH=/bin",
+                 "--rootfs", os.path.join(self.ws.bundle, "rootfs"), task_id,
+                 "sleep", "100000")
+        self.ws.add_socket(self.socket_of(task_id))
+        return self.task(task_id)
+
+    def bundle(self, task_id):
+        return os.path.join(self.state, "io.containerd.runtime.v2.task", NAMESPACE, task_id)
+
+    def socket_of(self, task_id):
+        # 1.6 names shim sockets sha256(<containerd address>/<namespace>/<id>), hard-coded
+        # under /run/containerd/s
+        digest = hashlib.sha256(f"{self.address}/{NAMESPACE}/{task_id}".encode()).hexdigest()
+        return "/run/containerd/s/" + digest
+
+    def task(self, task_id):
+        with open(os.path.join(self.bundle(task_id), "init.pid")) as f:
+            task_pid = int(f.read())
+        shim_pid = proc_stat(task_pid)[1]        # the shim reaps its container: its parent
+        return {"ShimPid": shim_pid, "TaskPid": task_pid, "socket": self.socket_of(task_id)}
+
+    def first(self, topic, task_id):
+        with self.cond:
+            times = self.events.get((topic, task_id))
+            return times[0] if times else None
+
+    def wait_deleted(self, ids, timeout):
+        ids = list(ids)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not all(("/tasks/delete", i) in self.events for i in ids):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout} s waiting for containerd's "
+                                         f"/tasks/delete of {len(ids)} task(s)")
+                self.cond.wait(min(left, 0.5))
+
+    def disconnect_logged(self):
+        """{id: wall-clock time of containerd's "shim disconnected" log line}"""
+        out = {}
+        pattern = re.compile(r'time="([0-9T:.-]+)Z" level=info msg="shim disconnected" id=(\S+)')
+        with open(self.log_path, errors="replace") as f:
+            for line in f:
+                m = pattern.search(line)
+                if m:
+                    stamp, frac = (m.group(1).split(".") + ["0"])[:2]
+                    when = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S").replace(
+                        tzinfo=datetime.timezone.utc).timestamp() + float("0." + frac)
+                    out.setdefault(m.group(2).strip('"'), when)
+        return out
+
+    def leftovers(self, tasks):
+        left = {"processes": 0, "runc state": 0, "bundles": 0, "sockets": 0, "cgroups": 0}
+        for task_id, p in tasks.items():
+            left["processes"] += alive(p["ShimPid"]) + alive(p["TaskPid"])
+            left["runc state"] += os.path.exists(os.path.join(self.runc_root, NAMESPACE,
+                                                              task_id))
+            left["bundles"] += os.path.exists(self.bundle(task_id))
+            left["sockets"] += os.path.lexists(p["socket"])
+            left["cgroups"] += cgroup_exists(f"/{NAMESPACE}/{task_id}")
+        return left
+
+    def stop(self):
+        stop_process(self.events_proc, 5)
+        stop_process(self.proc)
+        # what 1.6 leaks for every dead shim: its socket file (removed here, counted before)
+        for task_id in self.ids:
+            try:
+                os.unlink(self.socket_of(task_id))
+            except OSError:
+                pass
+
+
+def version_of(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True).stdout.strip().splitlines()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+# -- scenario 1: one SIGKILLed shim at a time ----------------------------------------------
+
+def unit_single(ws, args):
+    n = args.single_n
+    sw, ctd = Shimwatch(ws), Containerd(ws)
+    watch = None
+    figures = {"n": n, "shimwatch": {"eof": [], "disconnected": [], "exit": [], "delete": []},
+               "containerd": {"eof": [], "disconnected": [], "exit": [], "delete": []}}
+    try:
+        sw.start()
+        ctd.start()
+        watch = BusWatch()
+        kills = {}
+        for i in range(n):
+            # shimwatch and containerd take turns, so that a busy moment of a shared machine
+            # lands on both
+            task_id = f"s{i}"
+            sw.create(task_id)
+            props = sw.tasks()[task_id]
+            sock, thread, box = raw_connection(props["Address"][len("unix://"):])
+            time.sleep(0.2)
+            killed = time.monotonic()
+            os.kill(props["ShimPid"], signal.SIGKILL)
+            watch.wait_deleted([task_id], 30)
+            thread.join(5)
+            sock.close()
+            f = figures["shimwatch"]
+            f["eof"].append(1000 * (box["eof"] - killed))
+            f["disconnected"].append(1000 * (watch.first("ShimDisconnected", task_id) - killed))
+            f["exit"].append(1000 * (watch.first("TaskExit", task_id) - killed))
+            f["delete"].append(1000 * (watch.first("TaskDelete", task_id) - killed))
+
+            task_id = f"c{i}"
+            task = ctd.run(task_id)
+            sock, thread, box = raw_connection(task["socket"])
+            time.sleep(0.2)
+            kills[task_id] = time.time()
+            killed = time.monotonic()
+            os.kill(task["ShimPid"], signal.SIGKILL)
+            ctd.wait_deleted([task_id], 30)
+            thread.join(5)
+            sock.close()
+            f = figures["containerd"]
+            f["eof"].append(1000 * (box["eof"] - killed))
+            f["exit"].append(1000 * (ctd.first("/tasks/exit", task_id) - killed))
+            f["delete"].append(1000 * (ctd.first("/tasks/delete", task_id) - killed))
+            log(f"single {i + 1}/{n}: shimwatch TaskDelete "
+                f"{figures['shimwatch']['delete'][-1]:.1f} ms, containerd /tasks/delete "
+                f"{f['delete'][-1]:.1f} ms")
+        logged = ctd.disconnect_logged()
+        figures["containerd"]["disconnected"] = [1000 * (logged[i] - t) for i, t in kills.items()
+                                                 if i in logged]
+    finally:
+        if watch:
+            watch.close()
+        sw.stop()
+        ctd.stop()
+    return figures
+
+
+# -- scenario 2: N real runc shims SIGKILLed at once ---------------------------------------
+
+def idle_window(pid, seconds):
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0), rss_kib(pid)
+
+
+def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, first_exit,
+              first_delete, leftovers, extra_pids=(), profile=None):
+    """Create n tasks, measure idle, SIGKILL every shim at once, time the last exit and
+    delete, the CPU used meanwhile, and what is left. Returns the figures."""
+    ids = [f"m{i}" for i in range(n)]
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(create, ids))
+    log(f"mass {system}: {n} tasks created in {time.monotonic() - t0:.1f} s")
+    tasks = tasks_of(ids)
+    time.sleep(2)
+    idle_cpu, rss = idle_window(pid, idle_seconds)
+    cpu_before = {"own": cpu_seconds(pid),
+                  "tree": cpu_seconds(pid, children=True) +
+                  sum(cpu_seconds(p, children=True) for p in extra_pids)}
+    with profile or Profile(argparse.Namespace(perf=None), 0, ""):
+        killed = time.monotonic()
+        kill_by_pid([t["ShimPid"] for t in tasks.values()])
+        wait_deleted(ids, 300)
+        done = time.monotonic()
+    cpu_after = {"own": cpu_seconds(pid),
+                 "tree": cpu_seconds(pid, children=True) +
+                 sum(cpu_seconds(p, children=True) for p in extra_pids)}
+    last_exit = max(first_exit(i) for i in ids) - killed
+    last_delete = max(first_delete(i) for i in ids) - killed
+    time.sleep(1)
+    left = leftovers(tasks)
+    log(f"mass {system}: last exit {last_exit:.2f} s, last delete {last_delete:.2f} s, "
+        f"left {left}")
+    return {"n": n, "last_exit_s": last_exit, "last_delete_s": last_delete,
+            "window_s": done - killed, "leftovers": sum(left.values()), "leftover_kinds": left,
+            "cpu_total_s": cpu_after["tree"] - cpu_before["tree"],
+            "cpu_own_s": cpu_after["own"] - cpu_before["own"],
+            "idle_cpu_percent": idle_cpu, "rss_kib": rss}
+
+
+def unit_mass(ws, args):
+    n = args.mass_n
+    figures = {}
+    sw = Shimwatch(ws)
+    watch = None
+    try:
+        sw.start()
+        watch = BusWatch()
+        bus_pid = bus_daemon_pid()
+
+        def sw_tasks(ids):
+            every = sw.tasks()
+            return {i: every[i] for i in ids}
+        figures["shimwatch"] = mass_kill(
+            "shimwatch", sw.pid, n, args.idle_seconds, sw.create, sw_tasks, watch.wait_deleted,
+            lambda i: watch.first("TaskExit", i), lambda i: watch.first("TaskDelete", i),
+            sw.leftovers, extra_pids=[bus_pid] if bus_pid else [],
+            profile=Profile(args, sw.pid, f"mass-{n}-deaths"))
+        figures["shimwatch"]["bus_counted"] = bool(bus_pid)
+    finally:
+        if watch:
+            watch.close()
+        sw.stop()
+    ctd = Containerd(ws)
+    try:
+        ctd.start()
+        figures["containerd"] = mass_kill(
+            "containerd", ctd.pid, n, args.idle_seconds, ctd.run, lambda ids: {i: ctd.task(i) for i in ids},
+            ctd.wait_deleted, lambda i: ctd.first("/tasks/exit", i),
+            lambda i: ctd.first("/tasks/delete", i), ctd.leftovers)
+    finally:
+        ctd.stop()
+    return figures
+
+
+# -- scenario 3: N tasks on the test shim --------------------------------------------------
+
+def unit_scale(ws, args):
+    n, k = args.scale_n, args.scale_kills
+    window = min(100, n // 2)
+    sw = Shimwatch(ws)
+    watch = None
+    f = {"n": n, "kills": k}
+    try:
+        sw.start()
+        rss_empty = rss_kib(sw.pid)
+        watch = BusWatch()
+
+        # create rate: 4 calls in flight; the rate of the first `window` and of the last
+        done = []
+        done_lock = threading.Lock()
+
+        def create(task_id):
+            sw.create(task_id, it.TEST_RUNTIME)
+            with done_lock:
+                done.append(time.monotonic())
+        ids = [f"t{i}" for i in range(n)]
+        with Profile(args, sw.pid, f"scale-create-{n}"):
+            t0 = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                list(pool.map(create, ids))
+        done.sort()
+        f["create_rate_first"] = window / (done[window - 1] - t0)
+        f["create_rate_last"] = window / (done[-1] - done[-window - 1])
+        f["create_window"] = window
+        log(f"scale: {n} created in {done[-1] - t0:.1f} s; rate {f['create_rate_first']:.0f}/s "
+            f"for the first {window}, {f['create_rate_last']:.0f}/s for the last {window}")
+
+        # idle: whole-process CPU, the main thread's wake-ups, memory
+        time.sleep(args.settle_seconds)
+        with Profile(args, sw.pid, f"scale-idle-{n}"):
+            main_switches, cpu0 = voluntary_switches(sw.pid), cpu_seconds(sw.pid)
+            t0 = time.monotonic()
+            time.sleep(args.idle_seconds)
+            elapsed = time.monotonic() - t0
+        f["idle_cpu_percent"] = 100 * (cpu_seconds(sw.pid) - cpu0) / elapsed
+        f["wakeups_per_s"] = (voluntary_switches(sw.pid) - main_switches) / elapsed
+        f["rss_kib"] = rss_kib(sw.pid)
+        f["rss_per_shim_kib"] = (f["rss_kib"] - rss_empty) / n
+        log(f"scale: idle {f['idle_cpu_percent']:.2f} % CPU, {f['wakeups_per_s']:.1f} "
+            f"wakeups/s, RSS {f['rss_kib']} KiB")
+
+        # listing, as a client sees it (the reply is not unpacked)
+        for method, interface in (("GetManagedObjects", "org.freedesktop.DBus.ObjectManager"),
+                                  ("ListShims", it.MANAGER)):
+            times = []
+            profile = Profile(args, sw.pid, f"scale-{method}-{n}")
+            profile.__enter__()
+            for _ in range(args.listing_calls):
+                t = time.monotonic()
+                sw.call(it.MANAGER_PATH, interface, method)
+                times.append(1000 * (time.monotonic() - t))
+            profile.__exit__()
+            f[method + "_ms"] = median(times)
+            f[method + "_ms_all"] = times
+        log(f"scale: GetManagedObjects {f['GetManagedObjects_ms']:.1f} ms, ListShims "
+            f"{f['ListShims_ms']:.1f} ms")
+
+        # single deaths while n are supervised
+        tasks = sw.tasks()
+        eofs, discs = [], []
+        for task_id in ids[:k]:
+            props = tasks[task_id]
+            sock, thread, box = raw_connection(props["Address"][len("unix://"):])
+            time.sleep(0.05)
+            killed = time.monotonic()
+            os.kill(props["ShimPid"], signal.SIGKILL)
+            watch.wait_deleted([task_id], 30)
+            thread.join(5)
+            sock.close()
+            eofs.append(1000 * (box["eof"] - killed))
+            discs.append(1000 * (watch.first("ShimDisconnected", task_id) - killed))
+        f["eof_p99_ms"], f["disconnected_p99_ms"] = percentile(eofs, 99), percentile(discs, 99)
+        f["eof_median_ms"], f["disconnected_median_ms"] = median(eofs), median(discs)
+        log(f"scale: ShimDisconnected p99 {f['disconnected_p99_ms']:.2f} ms (raw EOF p99 "
+            f"{f['eof_p99_ms']:.2f} ms) over {k} deaths")
+        ids = ids[k:] + [f"r{i}" for i in range(k)]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: sw.create(i, it.TEST_RUNTIME), ids[-k:]))
+        tasks = sw.tasks()
+
+        # restart: SIGTERM leaves the shims running; time from exec until every shim is taken
+        # over again
+        sw.stop()
+        started = sw.start()
+        deadline = time.monotonic() + 120
+        while len(sw.readopted) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        f["restart_readopted"] = len(sw.readopted)
+        f["restart_s"] = (max(sw.readopted) - started) if len(sw.readopted) >= n else None
+        log(f"scale: restart: {len(sw.readopted)}/{n} taken over again, last after "
+            f"{f['restart_s']} s")
+        time.sleep(args.settle_seconds)
+
+        # n deaths at once
+        tasks = sw.tasks()
+        with Profile(args, sw.pid, f"scale-{n}-deaths"):
+            cpu0 = cpu_seconds(sw.pid)
+            killed = time.monotonic()
+            kill_by_pid([tasks[i]["ShimPid"] for i in ids])
+            watch.wait_deleted(ids, 300)
+        f["mass_last_delete_s"] = max(watch.first("TaskDelete", i) for i in ids) - killed
+        f["mass_cpu_own_s"] = cpu_seconds(sw.pid) - cpu0
+        time.sleep(2)          # late duplicates would show
+        left = sw.leftovers({i: tasks[i] for i in ids})
+        f["mass_leftovers"], f["mass_leftover_kinds"] = sum(left.values()), left
+        counts = [watch.counts(i) for i in ids]
+        f["exactly_once"] = all(c == [1, 1, 1] for c in counts)
+        f["signal_counts_off"] = sum(c != [1, 1, 1] for c in counts)
+        log(f"scale: {n} deaths: last TaskDelete {f['mass_last_delete_s']:.2f} s, left {left}, "
+            f"exactly once: {f['exactly_once']}")
+    finally:
+        if watch:
+            watch.close()
+        sw.stop()
+    return f
+
+
+UNITS = {"single": unit_single, "mass": unit_mass, "scale": unit_scale}
+
+
+def run_unit(args):
+    reason = it.skip_reason()
+    if reason is None and not any(os.access(os.path.join(d, "containerd"), os.X_OK)
+                                  for d in ("/usr/bin", "/usr/sbin", "/usr/local/bin")):
+        reason = "containerd is not installed (tools/install-deps.sh installs it)"
+    if reason:
+        print(json.dumps({"skipped": reason}), file=open(args.out, "w"))
+        return 77
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ws = Workspace()
+    figures, error = None, None
+    try:
+        figures = UNITS[args.unit](ws, args)
+    except Exception as e:     # the figures are lost, the clean-up is not
+        import traceback
+        traceback.print_exc()
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        left = ws.close()
+    with open(args.out, "w") as f:
+        json.dump({"figures": figures, "error": error, "left_behind": left}, f, indent=1)
+    if left:
+        log(f"{args.unit}: LEFT BEHIND: {', '.join(left)}")
+    return 1 if error or left else 0
+
+
+# -- the driver: one table -----------------------------------------------------------------
+
+def rows_of(results, smoke):
+    rows = []
+
+    def row(scenario, figure, unit, sw, ctd=None, target=None, check=None, fmt="{:.2f}"):
+        """target: (text, passed) judged on check; ratio = shimwatch / containerd."""
+        ratio = sw / ctd if isinstance(sw, (int, float)) and isinstance(ctd, (int, float)) \
+            and ctd else None
+        rows.append({"scenario": scenario, "figure": figure, "unit": unit, "shimwatch": sw,
+                     "containerd": ctd, "ratio": ratio,
+                     "target": target[0] if target else None,
+                     "measured": check[0] if check else None,
+                     "result": None if not target else ("pass" if target[1] else "MISS"),
+                     "format": fmt})
+
+    s = results.get("single", {}).get("figures")
+    if s:
+        sw, cd = s["shimwatch"], s["containerd"]
+        name = f"1 SIGKILLed shim (n={s['n']})"
+        eof = median(sw["eof"])
+        row(name, "raw EOF on the same socket (floor), median", "ms", eof, median(cd["eof"]))
+        disc = median(sw["disconnected"])
+        row(name, "ShimDisconnected (containerd: log line), median", "ms", disc,
+            median(cd["disconnected"]), ("≤ 1.5 × raw EOF", disc <= 1.5 * eof),
+            (f"{disc / eof:.2f} × EOF",))
+        row(name, "TaskExit | /tasks/exit, median", "ms", median(sw["exit"]),
+            median(cd["exit"]))
+        row(name, "TaskDelete | /tasks/delete, median", "ms", median(sw["delete"]),
+            median(cd["delete"]))
+    m = results.get("mass", {}).get("figures")
+    if m:
+        sw, cd = m["shimwatch"], m["containerd"]
+        n = sw["n"]
+        name = f"{n} real runc shims SIGKILLed at once"
+        r = sw["last_exit_s"] / cd["last_exit_s"]
+        row(name, "last TaskExit | /tasks/exit", "s", sw["last_exit_s"], cd["last_exit_s"],
+            ("≤ 0.25 × containerd", r <= 0.25), (f"{r:.2f} ×",))
+        r = sw["last_delete_s"] / cd["last_delete_s"]
+        row(name, "last TaskDelete | /tasks/delete", "s", sw["last_delete_s"],
+            cd["last_delete_s"], ("≤ 0.9 × containerd", r <= 0.9), (f"{r:.2f} ×",))
+        row(name, "left behind (processes, state, dirs, sockets, cgroups)", "", sw["leftovers"],
+            cd["leftovers"], ("0", sw["leftovers"] == 0), (str(sw["leftovers"]),), fmt="{}")
+        row(name, "CPU in the window: service + its children"
+            + (" + bus" if sw.get("bus_counted") else ""), "CPU-s",
+            sw["cpu_total_s"], cd["cpu_total_s"])
+        row(name, "CPU in the window: the service's own", "CPU-s", sw["cpu_own_s"],
+            cd["cpu_own_s"])
+        per = 1000 * sw["cpu_own_s"] / n
+        row(name, "the service's own CPU per death", "ms", per, 1000 * cd["cpu_own_s"] / n,
+            ("≤ 1 ms", per <= 1.0), (f"{per:.2f} ms",))
+        row(f"{n} tasks idle", "service CPU", "% of a core", sw["idle_cpu_percent"],
+            cd["idle_cpu_percent"])
+        row(f"{n} tasks idle", "service RSS", "MiB", sw["rss_kib"] / 1024, cd["rss_kib"] / 1024,
+            fmt="{:.1f}")
+    c = results.get("scale", {}).get("figures")
+    if c:
+        n = c["n"]
+        name = f"{n} test-shim tasks"
+        row(name, "RSS", "MiB", c["rss_kib"] / 1024, fmt="{:.1f}")
+        row(name, "idle CPU (default HealthInterval)", "% of a core", c["idle_cpu_percent"],
+            target=("≤ 1 %", c["idle_cpu_percent"] <= 1.0))
+        row(name, "main-thread wake-ups, idle", "per s", c["wakeups_per_s"],
+            target=("≤ 2 /s", c["wakeups_per_s"] <= 2.0), fmt="{:.1f}")
+        row(name, "GetManagedObjects, median", "ms", c["GetManagedObjects_ms"],
+            target=("≤ 50 ms", c["GetManagedObjects_ms"] <= 50), fmt="{:.1f}")
+        row(name, "ListShims, median", "ms", c["ListShims_ms"],
+            target=("≤ 50 ms", c["ListShims_ms"] <= 50), fmt="{:.1f}")
+        w = c["create_window"]
+        row(name, f"CreateTask rate, first {w}", "per s", c["create_rate_first"], fmt="{:.0f}")
+        r = c["create_rate_last"] / c["create_rate_first"]
+        row(name, f"CreateTask rate, last {w} (at {n})", "per s", c["create_rate_last"],
+            target=("≥ 0.9 × first", r >= 0.9), check=(f"{r:.2f} ×",), fmt="{:.0f}")
+        ok = c["restart_s"] is not None and c["restart_s"] <= 1.0
+        row(name, f"restart → all {n} taken over again", "s", c["restart_s"],
+            target=("≤ 1 s", ok))
+        row(name, f"{n} deaths → last TaskDelete", "s", c["mass_last_delete_s"],
+            target=("≤ 5 s", c["mass_last_delete_s"] <= 5.0))
+        row(name, f"{n} deaths → left behind", "", c["mass_leftovers"],
+            target=("0", c["mass_leftovers"] == 0), fmt="{}")
+        row(name, f"{n} deaths → each signal exactly once", "",
+            "yes" if c["exactly_once"] else f"no ({c['signal_counts_off']})",
+            target=("yes", c["exactly_once"]), fmt="{}")
+        row(name, f"{n} deaths → the service's own CPU per death", "ms",
+            1000 * c["mass_cpu_own_s"] / n)
+        row(name, f"ShimDisconnected p99 ({c['kills']} deaths)", "ms", c["disconnected_p99_ms"],
+            target=("≤ 1.5 × raw EOF p99",
+                    c["disconnected_p99_ms"] <= 1.5 * c["eof_p99_ms"]),
+            check=(f"{c['disconnected_p99_ms'] / c['eof_p99_ms']:.2f} × EOF",))
+        row(name, f"raw EOF p99 ({c['kills']} deaths)", "ms", c["eof_p99_ms"])
+    if smoke:
+        for r in rows:      # a smoke run is too small to judge a target
+            r["result"] = "smoke" if r["result"] else None
+    return rows
+
+
+def render(rows, markdown=False):
+    def fmt(value, spec):
+        if value is None:
+            return "—"
+        if isinstance(value, str):
+            return value
+        return spec.format(value)
+    header = ["scenario", "figure", "unit", "shimwatch", "containerd 1.6.20", "ratio",
+              "target", "measured", "result"]
+    table = [[r["scenario"], r["figure"], r["unit"], fmt(r["shimwatch"], r["format"]),
+              fmt(r["containerd"], r["format"]), fmt(r["ratio"], "{:.2f}"),
+              r["target"] or "", r["measured"] or "", r["result"] or ""] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in line) + " |"
+                  for line in table]
+        return "\n".join(lines)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    out = []
+    for line in [header] + table:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+        if line is header:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def drive(args):
+    if os.geteuid() != 0:
+        print("1..0 # SKIP the benchmark needs root (runc, containerd, a private system bus)")
+        return 77
+    units = args.only.split(",") if args.only else list(UNITS)
+    results = {}
+    out_dir = tempfile.mkdtemp(prefix="swbench-out-", dir="/tmp")
+    failed = []
+    env = dict(os.environ)
+    with_bus = os.path.join(SOURCE_DIR, "tests", "with-system-bus.sh")
+    started = time.time()
+    try:
+        for unit in units:
+            out = os.path.join(out_dir, unit + ".json")
+            argv = [with_bus, "/usr/bin/python3", os.path.abspath(__file__), "--unit", unit,
+                    "--out", out] + passthrough(args)
+            if args.lock:
+                argv = ["flock", args.lock] + argv
+            log(f"{unit}: starting{' (waiting for ' + args.lock + ')' if args.lock else ''}")
+            t0 = time.monotonic()
+            rc = subprocess.run(argv, env=env).returncode
+            try:
+                with open(out) as f:
+                    results[unit] = json.load(f)
+            except (OSError, ValueError):
+                results[unit] = {"error": f"no result (exit {rc})"}
+            if "skipped" in results[unit]:
+                print(f"1..0 # SKIP {results[unit]['skipped']}")
+                return 77
+            log(f"{unit}: done in {time.monotonic() - t0:.0f} s (exit {rc})")
+            if rc != 0 or results[unit].get("error") or results[unit].get("left_behind"):
+                failed.append(f"{unit}: exit {rc}, error {results[unit].get('error')}, left "
+                              f"behind {results[unit].get('left_behind')}")
+    finally:
+        subprocess.run(["rm", "-rf", out_dir], check=False)
+    try:
+        rows = rows_of(results, args.smoke)
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        rows = []
+        failed.append(f"figures missing: {type(e).__name__}: {e}")
+    missing = [f"{r['scenario']}: {r['figure']}" for r in rows if r["shimwatch"] is None]
+    if missing:
+        failed.append("figures missing: " + "; ".join(missing))
+    report = {
+        "version": 1, "mode": "smoke" if args.smoke else "full",
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(),
+        "duration_s": time.time() - started,
+        "machine": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()},
+        "versions": {"containerd": version_of(["containerd", "--version"]),
+                     "runc": version_of(["runc", "--version"]),
+                     "shimwatchd": version_of([it.SHIMWATCHD, "--version"])},
+        "rows": [{k: v for k, v in r.items() if k != "format"} for r in rows],
+        "raw": results, "problems": failed,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    print(render(rows, args.markdown))
+    print(f"\n{report['mode']} run, {report['duration_s']:.0f} s; load average at the end "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+          + (f"; JSON: {args.json}" if args.json else ""))
+    for problem in failed:
+        print("PROBLEM:", problem)
+    return 1 if failed else 0
+
+
+def passthrough(args):
+    out = []
+    for name in ("single_n", "mass_n", "scale_n", "scale_kills", "idle_seconds",
+                 "settle_seconds", "listing_calls"):
+        out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if args.perf:
+        out += ["--perf", os.path.abspath(args.perf)]
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few tasks per scenario: checks the harness, judges nothing")
+    parser.add_argument("--json", help="also write the table and the raw figures here")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--lock", help="hold this lock file (flock) for each scenario")
+    parser.add_argument("--only", help="comma-separated scenarios: single,mass,scale")
+    parser.add_argument("--perf", help="record `perf record -g` profiles of the service's busy "
+                        "phases into this directory (such a run's figures include perf's cost)")
+    parser.add_argument("--single-n", type=int)
+    parser.add_argument("--mass-n", type=int)
+    parser.add_argument("--scale-n", type=int)
+    parser.add_argument("--scale-kills", type=int)
+    parser.add_argument("--idle-seconds", type=float)
+    parser.add_argument("--settle-seconds", type=float)
+    parser.add_argument("--listing-calls", type=int)
+    parser.add_argument("--unit", choices=list(UNITS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    extra = os.environ.get("SHIMWATCH_BENCH_ARGS", "").split()
+    args = parser.parse_args(sys.argv[1:] + extra)
+    defaults = ({"single_n": 3, "mass_n": 3, "scale_n": 6, "scale_kills": 2, "idle_seconds": 1,
+                 "settle_seconds": 0.5, "listing_calls": 2} if args.smoke else
+                {"single_n": 15, "mass_n": 200, "scale_n": 1000, "scale_kills": 100,
+                 "idle_seconds": 10, "settle_seconds": 3, "listing_calls": 10})
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.unit:
+        return run_unit(args)
+    return drive(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
