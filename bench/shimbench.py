@@ -97,6 +97,27 @@ def voluntary_switches(pid, tid=None):
     return 0
 
 
+POLL_EVENTS = ["syscalls:sys_enter_" + name for name in
+               ("poll", "ppoll", "epoll_wait", "epoll_pwait", "epoll_pwait2")]
+
+
+def main_thread_polls(pid, seconds):
+    """Sleep for seconds, counting the poll()/epoll_wait() calls of pid's main thread (its
+    main-loop iterations) with `perf stat`; None where perf cannot count them."""
+    try:
+        out = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(POLL_EVENTS), "-t", str(pid),
+                              "--", "sleep", str(seconds)], capture_output=True, text=True,
+                             timeout=seconds + 60)
+    except (OSError, subprocess.TimeoutExpired):
+        time.sleep(seconds)
+        return None
+    counts = [line.split(",")[0] for line in out.stderr.splitlines()
+              if any(event in line for event in POLL_EVENTS)]
+    if out.returncode != 0 or not counts or not all(c.isdigit() for c in counts):
+        return None
+    return sum(int(c) for c in counts)
+
+
 def alive(pid):
     return pid > 0 and not it.process_dead(pid)
 
@@ -140,8 +161,9 @@ def percentile(values, p):
 
 
 class Profile:
-    """`perf record -g -p PID` for a phase when --perf DIR is given (DIR/NAME.data), else
-    nothing. Profiled runs are for finding where the time goes, not for the figures."""
+    """`perf record --call-graph dwarf -p PID` for a phase when --perf DIR is given
+    (DIR/NAME.data), else nothing. Profiled runs are for finding where the time goes, not
+    for the figures."""
 
     def __init__(self, args, pid, name):
         self.path = os.path.join(args.perf, name + ".data") if args.perf else None
@@ -150,8 +172,9 @@ class Profile:
     def __enter__(self):
         if self.path:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.proc = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p",
-                                          str(self.pid), "-o", self.path],
+            # DWARF unwinding: Debian's GLib and libc have no frame pointers
+            self.proc = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384",
+                                          "-F", "499", "-p", str(self.pid), "-o", self.path],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)          # perf attaches to every thread first
         return self
@@ -256,6 +279,8 @@ class BusWatch:
     def __init__(self):
         self.cond = threading.Condition()
         self.seen = {m: {} for m in self.MEMBERS}     # member -> {id: [times]}
+        self.task_pids = {}          # id -> container pid, to check at TaskExit
+        self.dead_at_exit = {}
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self.thread.start()
@@ -281,6 +306,8 @@ class BusWatch:
         if parameters.get_child_value(1).get_string() != NAMESPACE:
             return
         task_id = parameters.get_child_value(2).get_string()
+        if member == "TaskExit" and task_id in self.task_pids:
+            self.dead_at_exit.setdefault(task_id, it.process_dead(self.task_pids[task_id]))
         with self.cond:
             self.seen[member].setdefault(task_id, []).append(now)
             self.cond.notify_all()
@@ -466,6 +493,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
         self.log_path = os.path.join(d, "containerd.log")
         self.cond = threading.Condition()
         self.events = {}             # (topic, id) -> [arrival times]
+        self.task_pids = {}          # id -> container pid, to check at /tasks/exit
+        self.dead_at_exit = {}
         self.proc = self.events_proc = None
         self.ids = []
 
@@ -496,6 +525,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
                 task_id = json.loads(match.group(2)).get("container_id", "")
             except ValueError:
                 continue
+            if match.group(1) == "/tasks/exit" and task_id in self.task_pids:
+                self.dead_at_exit.setdefault(task_id, it.process_dead(self.task_pids[task_id]))
             with self.cond:
                 self.events.setdefault((match.group(1), task_id), []).append(now)
                 self.cond.notify_all()
@@ -610,6 +641,7 @@ def unit_single(ws, args):
             task_id = f"s{i}"
             sw.create(task_id)
             props = sw.tasks()[task_id]
+            watch.task_pids[task_id] = props["TaskPid"]
             sock, thread, box = raw_connection(props["Address"][len("unix://"):])
             time.sleep(0.2)
             killed = time.monotonic()
@@ -625,6 +657,7 @@ def unit_single(ws, args):
 
             task_id = f"c{i}"
             task = ctd.run(task_id)
+            ctd.task_pids[task_id] = task["TaskPid"]
             sock, thread, box = raw_connection(task["socket"])
             time.sleep(0.2)
             kills[task_id] = time.time()
@@ -640,6 +673,8 @@ def unit_single(ws, args):
             log(f"single {i + 1}/{n}: shimwatch TaskDelete "
                 f"{figures['shimwatch']['delete'][-1]:.1f} ms, containerd /tasks/delete "
                 f"{f['delete'][-1]:.1f} ms")
+        figures["shimwatch"]["dead_at_exit"] = sum(watch.dead_at_exit.values())
+        figures["containerd"]["dead_at_exit"] = sum(ctd.dead_at_exit.values())
         logged = ctd.disconnect_logged()
         figures["containerd"]["disconnected"] = [1000 * (logged[i] - t) for i, t in kills.items()
                                                  if i in logged]
@@ -768,14 +803,15 @@ def unit_scale(ws, args):
         with Profile(args, sw.pid, f"scale-idle-{n}"):
             main_switches, cpu0 = voluntary_switches(sw.pid), cpu_seconds(sw.pid)
             t0 = time.monotonic()
-            time.sleep(args.idle_seconds)
+            polls = main_thread_polls(sw.pid, args.idle_seconds)
             elapsed = time.monotonic() - t0
         f["idle_cpu_percent"] = 100 * (cpu_seconds(sw.pid) - cpu0) / elapsed
         f["wakeups_per_s"] = (voluntary_switches(sw.pid) - main_switches) / elapsed
+        f["polls_per_s"] = polls / args.idle_seconds if polls is not None else None
         f["rss_kib"] = rss_kib(sw.pid)
         f["rss_per_shim_kib"] = (f["rss_kib"] - rss_empty) / n
         log(f"scale: idle {f['idle_cpu_percent']:.2f} % CPU, {f['wakeups_per_s']:.1f} "
-            f"wakeups/s, RSS {f['rss_kib']} KiB")
+            f"wakeups/s, {f['polls_per_s']} polls/s, RSS {f['rss_kib']} KiB")
 
         # listing, as a client sees it (the reply is not unpacked)
         for method, interface in (("GetManagedObjects", "org.freedesktop.DBus.ObjectManager"),
@@ -912,6 +948,8 @@ def rows_of(results, smoke):
             median(cd["exit"]))
         row(name, "TaskDelete | /tasks/delete, median", "ms", median(sw["delete"]),
             median(cd["delete"]))
+        row(name, "container already dead when TaskExit | /tasks/exit arrived", "of n",
+            sw["dead_at_exit"], cd["dead_at_exit"], fmt="{}")
     m = results.get("mass", {}).get("figures")
     if m:
         sw, cd = m["shimwatch"], m["containerd"]
@@ -944,8 +982,11 @@ def rows_of(results, smoke):
         row(name, "RSS", "MiB", c["rss_kib"] / 1024, fmt="{:.1f}")
         row(name, "idle CPU (default HealthInterval)", "% of a core", c["idle_cpu_percent"],
             target=("≤ 1 %", c["idle_cpu_percent"] <= 1.0))
-        row(name, "main-thread wake-ups, idle", "per s", c["wakeups_per_s"],
+        row(name, "main-thread wake-ups (sleeps ended), idle", "per s", c["wakeups_per_s"],
             target=("≤ 2 /s", c["wakeups_per_s"] <= 2.0), fmt="{:.1f}")
+        polls = c.get("polls_per_s")
+        row(name, "main-loop iterations (poll/epoll_wait calls), idle", "per s", polls,
+            target=("≤ 2 /s", polls is not None and polls <= 2.0), fmt="{:.1f}")
         row(name, "GetManagedObjects, median", "ms", c["GetManagedObjects_ms"],
             target=("≤ 50 ms", c["GetManagedObjects_ms"] <= 50), fmt="{:.1f}")
         row(name, "ListShims, median", "ms", c["ListShims_ms"],
@@ -1055,7 +1096,7 @@ def drive(args):
         "versions": {"containerd": version_of(["containerd", "--version"]),
                      "runc": version_of(["runc", "--version"]),
                      "shimwatchd": version_of([it.SHIMWATCHD, "--version"])},
-        "rows": [{k: v for k, v in r.items() if k != "format"} for r in rows],
+        "rows": rows,
         "raw": results, "problems": failed,
     }
     if args.json:
@@ -1097,6 +1138,8 @@ def main():
     parser.add_argument("--idle-seconds", type=float)
     parser.add_argument("--settle-seconds", type=float)
     parser.add_argument("--listing-calls", type=int)
+    parser.add_argument("--render", metavar="JSON",
+                        help="print the table of an earlier run's JSON, and nothing else")
     parser.add_argument("--unit", choices=list(UNITS), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     extra = os.environ.get("SHIMWATCH_BENCH_ARGS", "").split()
@@ -1108,6 +1151,13 @@ def main():
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.render:
+        with open(args.render) as f:
+            report = json.load(f)
+        for r in report["rows"]:
+            r.setdefault("format", "{:.2f}")
+        print(render(report["rows"], args.markdown))
+        return 0
     if args.unit:
         return run_unit(args)
     return drive(args)

@@ -22,6 +22,9 @@ packages=(
   # the Cockpit page's test: Cockpit itself (no recommends: they pull systemd-sysv), a
   # headless Chromium driven over the DevTools protocol from Python, and the page's linter
   cockpit-ws cockpit-bridge cockpit-system chromium-headless-shell python3-websocket eslint
+  # the benchmark (bench/shimbench.py): the main loop's poll() calls are counted with
+  # `perf stat`, and --perf profiles the service
+  linux-perf
 )
 
 missing=()
