@@ -111,8 +111,9 @@ def main_thread_polls(pid, seconds):
     except (OSError, subprocess.TimeoutExpired):
         time.sleep(seconds)
         return None
-    counts = [line.split(",")[0] for line in out.stderr.splitlines()
-              if any(event in line for event in POLL_EVENTS)]
+    # "<not counted>": the thread never ran in the window, so it made no such call
+    counts = [line.split(",")[0].replace("<not counted>", "0")
+              for line in out.stderr.splitlines() if any(event in line for event in POLL_EVENTS)]
     if out.returncode != 0 or not counts or not all(c.isdigit() for c in counts):
         return None
     return sum(int(c) for c in counts)
