@@ -1064,14 +1064,16 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
 
   if (self->done)
     return;
-  stop (self, TRUE);
-  self->done = TRUE;
-  /* retention counts from here (the file's content is the time of the TaskDelete) */
+  /* retention counts from here (the file's content is the time of the TaskDelete); the
+   * mark is written before stop() gives followers their end of file, so a reader that
+   * sees the end also sees the log marked deleted */
   mark = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
   when = g_strdup_printf ("%" G_GINT64_FORMAT "\n", g_get_real_time ());
   if (!g_file_set_contents_full (mark, when, -1, G_FILE_SET_CONTENTS_NONE, 0600, &error))
     log_task (self, G_LOG_LEVEL_WARNING, "cannot mark the task log deleted: %s",
               error->message);
+  stop (self, TRUE);
+  self->done = TRUE;
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
 }
 
