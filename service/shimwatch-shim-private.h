@@ -65,6 +65,8 @@ struct _ShimwatchShim
   GPtrArray           *stop_waiters;   /* Stop invocations waiting for the exit */
   guint                stop_timer;     /* SIGKILL when it fires, then give up */
   gboolean             stop_killed;
+
+  GVariant            *all_properties;  /* a{sv} for the object manager; NULL: changed */
 };
 
 enum {

@@ -1231,7 +1231,35 @@ shimwatch_shim_finalize (GObject *object)
   g_clear_object (&self->services.authority);
   g_clear_object (&self->services.publisher);
   g_free ((char *) self->services.runc_root);
+  g_clear_pointer (&self->all_properties, g_variant_unref);
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->finalize (object);
+}
+
+/* GetManagedObjects (and InterfacesAdded) ask every object for all its properties. The
+ * generated skeleton builds each value anew from its GValue every time: 19 variants per
+ * task, and most of the cost of listing 1,000 tasks. The dictionary is kept until a
+ * property changes: the generated set_property notifies every change of value (and only
+ * those), and notify drops it, so the next call sees the change at once, before the
+ * PropertiesChanged that reports it. Everything here runs on the main thread. */
+static GVariant *
+shimwatch_shim_get_properties (GDBusInterfaceSkeleton *skeleton)
+{
+  ShimwatchShim *self = SHIMWATCH_SHIM (skeleton);
+  GDBusInterfaceSkeletonClass *parent =
+    G_DBUS_INTERFACE_SKELETON_CLASS (shimwatch_shim_parent_class);
+
+  if (self->all_properties == NULL)
+    self->all_properties = g_variant_ref_sink (parent->get_properties (skeleton));
+  /* a full reference: g_dbus_interface_skeleton_get_properties() takes floating ones */
+  return g_variant_ref (self->all_properties);
+}
+
+static void
+shimwatch_shim_notify (GObject    *object,
+                       GParamSpec *pspec)
+{
+  g_clear_pointer (&SHIMWATCH_SHIM (object)->all_properties, g_variant_unref);
+  G_OBJECT_CLASS (shimwatch_shim_parent_class)->notify (object, pspec);
 }
 
 static void
@@ -1257,6 +1285,8 @@ shimwatch_shim_class_init (ShimwatchShimClass *klass)
 
   object_class->dispose = shimwatch_shim_dispose;
   object_class->finalize = shimwatch_shim_finalize;
+  object_class->notify = shimwatch_shim_notify;
+  G_DBUS_INTERFACE_SKELETON_CLASS (klass)->get_properties = shimwatch_shim_get_properties;
 
   /* the connection closed and cleanup started (not after a normal delete) */
   shimwatch_shim_signals[SIGNAL_DISCONNECTED] = g_signal_new ("disconnected", G_TYPE_FROM_CLASS (klass),

@@ -376,5 +376,67 @@ class AuthorizationTests(LifecycleTestCase):
         self.delete(path)
 
 
+class ListingTests(LifecycleTestCase):
+    """GetManagedObjects serves each object's properties from a dictionary kept until one
+    of them changes: what it returns must always be what Properties.GetAll says now."""
+
+    def managed(self):
+        (objects,) = self.call(MANAGER_PATH, "org.freedesktop.DBus.ObjectManager",
+                               "GetManagedObjects")
+        return {path: interfaces[SHIM] for path, interfaces in objects.items()}
+
+    def assert_listing_is_current(self, expected_paths):
+        managed = self.managed()
+        self.assertEqual(sorted(managed), sorted(expected_paths))
+        self.assertEqual(sorted(self.call(MANAGER_PATH, MANAGER, "ListShims")[0]),
+                         sorted(expected_paths))
+        for path in expected_paths:
+            (current,) = self.call(path, "org.freedesktop.DBus.Properties", "GetAll", "(s)",
+                                   (SHIM,))
+            self.assertEqual(managed[path], current, path)
+        return managed
+
+    def test_managed_objects_follow_every_change(self):
+        one = self.create_task("default", "listed1")
+        two = self.create_task("default", "listed2")
+        managed = self.assert_listing_is_current([one, two])
+        self.assertEqual(managed[one]["Status"], "running")
+        self.assertEqual(managed[one]["Labels"], {})
+
+        # each change shows in the very next call, before its PropertiesChanged is awaited
+        self.call(one, SHIM, "SetLabels", "(a{ss})", ({"app": "db"},))
+        self.assertEqual(self.assert_listing_is_current([one, two])[one]["Labels"],
+                         {"app": "db"})
+        self.call(one, SHIM, "Pause")
+        self.assertEqual(self.assert_listing_is_current([one, two])[one]["Status"], "paused")
+        self.call(one, SHIM, "Resume")
+        self.assertEqual(self.assert_listing_is_current([one, two])[one]["Status"], "running")
+        (status,) = self.call(two, SHIM, "Stop", "(u)", (1,))
+        managed = self.assert_listing_is_current([one, two])
+        self.assertEqual((managed[two]["Status"], managed[two]["ExitStatus"]),
+                         ("stopped", status))
+        self.assertEqual(managed[one]["Status"], "running")
+
+        # a deleted task is gone from both listings once its object is removed
+        self.delete(two)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=two), 15,
+                   "the deleted task's object to be removed")
+        self.assert_listing_is_current([one])
+
+        # a restarted service lists the task as it took it over again
+        self.stop_daemon()
+        self.start_daemon()
+        wait_until(lambda: self.call(MANAGER_PATH, MANAGER, "ListShims")[0] == [one], 15,
+                   "the task after the restart")
+        wait_until(lambda: self.prop(one, "Responsive"), 15, "the shim to be reached again")
+        self.assertEqual(self.assert_listing_is_current([one])[one]["Labels"], {"app": "db"})
+
+        # and a task whose shim died is gone from both once its object is removed
+        os.kill(self.prop(one, "ShimPid"), signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=one), 15,
+                   "the dead shim's object to be removed")
+        self.assert_listing_is_current([])
+
+
 if __name__ == "__main__":
     sys.exit(it.run_tests(sys.modules[__name__]))
