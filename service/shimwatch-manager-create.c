@@ -362,7 +362,7 @@ create_caller_known_cb (GObject      *source,
       return;
     }
   data->cgroup_path = g_steal_pointer (&cgroup_path);
-  g_hash_table_insert (self->cgroup_users, g_strdup (data->cgroup_path), g_strdup (data->key));
+  shimwatch_cgroup_claims_set (self->cgroup_users, data->cgroup_path, data->key);
   if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
                                             data->shim_binary, &error))
     {

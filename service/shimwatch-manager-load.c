@@ -252,8 +252,7 @@ load_record (ShimwatchManager *self,
   }
   g_hash_table_insert (self->shims, g_strdup (key), g_object_ref (shim));
   if (shimwatch_shim_get_cgroup_path (shim) != NULL)
-    g_hash_table_insert (self->cgroup_users, g_strdup (shimwatch_shim_get_cgroup_path (shim)),
-                         g_strdup (key));
+    shimwatch_cgroup_claims_set (self->cgroup_users, shimwatch_shim_get_cgroup_path (shim), key);
   g_signal_connect (shim, "disconnected", G_CALLBACK (shimwatch_manager_shim_disconnected_cb), self);
   g_signal_connect (shim, "finished", G_CALLBACK (shimwatch_manager_shim_finished_cb), self);
   shimwatch_manager_export_shim (self, shim);

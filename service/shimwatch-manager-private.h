@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include "shimwatch-cgroup-claims.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-log-store.h"
 #include "shimwatch-manager.h"
@@ -44,7 +45,7 @@ struct _ShimwatchManager
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */
   GHashTable                   *reserved;   /* "ns/id" being created */
   GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
-  GHashTable                   *cgroup_users; /* cgroup path → "ns/id", supervised or being created */
+  ShimwatchCgroupClaims        *cgroup_users; /* cgroup path → "ns/id", supervised or being created */
 };
 
 /* shimwatch-manager.c */

@@ -76,14 +76,7 @@ const char *
 shimwatch_manager_cgroup_user (ShimwatchManager *self,
                                const char       *path)
 {
-  GHashTableIter iter;
-  gpointer used, key;
-
-  g_hash_table_iter_init (&iter, self->cgroup_users);
-  while (g_hash_table_iter_next (&iter, &used, &key))
-    if (shimwatch_cgroup_paths_overlap (used, path))
-      return key;
-  return NULL;
+  return shimwatch_cgroup_claims_overlap (self->cgroup_users, path);
 }
 
 void
@@ -91,8 +84,7 @@ shimwatch_manager_release_cgroup (ShimwatchManager *self,
                                   const char       *path,
                                   const char       *key)
 {
-  if (path != NULL && g_strcmp0 (g_hash_table_lookup (self->cgroup_users, path), key) == 0)
-    g_hash_table_remove (self->cgroup_users, path);
+  shimwatch_cgroup_claims_release (self->cgroup_users, path, key);
 }
 
 /* /shimwatch/<ns> and /shimwatch go with their last task, as task directories do. Only
@@ -742,7 +734,7 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_object (&self->cleanup);
   g_clear_object (&self->launcher);
   g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
-  g_hash_table_unref (self->cgroup_users);
+  shimwatch_cgroup_claims_free (self->cgroup_users);
   shimwatch_config_free (self->config);
   g_free (self->tasks_dir);
   g_free (self->runc_root);
@@ -773,5 +765,5 @@ shimwatch_manager_init (ShimwatchManager *self)
   self->reserved = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) g_ptr_array_unref);
-  self->cgroup_users = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->cgroup_users = shimwatch_cgroup_claims_new ();
 }
