@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchPoller"
+
+#include "config.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include <gio/gio.h>
+
+#include "shimwatch-poller.h"
+
+/* events taken from the kernel per dispatch; more stay ready for the next iteration (the
+ * kernel hands level-triggered events out round-robin, so none starves) */
+#define MAX_EVENTS 256
+
+struct _ShimwatchPoller
+{
+  GSource  source;
+  int      epfd;
+  guint    n_watches;
+};
+
+struct _ShimwatchPollerWatch
+{
+  ShimwatchPoller       *poller;      /* owned: a watch keeps its poller */
+  int                    fd;
+  ShimwatchPollerEvents  events;
+  ShimwatchPollerFunc    func;
+  gpointer               user_data;
+  GDestroyNotify         destroy;
+  guint                  ref_count;   /* 1 while added, +1 while in a dispatched batch */
+  gboolean               removed;
+};
+
+static guint32
+to_epoll (ShimwatchPollerEvents events)
+{
+  return ((events & SHIMWATCH_POLLER_IN) ? EPOLLIN : 0) |
+         ((events & SHIMWATCH_POLLER_OUT) ? EPOLLOUT : 0) |
+         ((events & SHIMWATCH_POLLER_PRI) ? EPOLLPRI : 0) |
+         ((events & SHIMWATCH_POLLER_PEER_CLOSED) ? EPOLLRDHUP : 0);
+}
+
+static ShimwatchPollerEvents
+from_epoll (guint32 events)
+{
+  return ((events & EPOLLIN) ? SHIMWATCH_POLLER_IN : 0) |
+         ((events & EPOLLOUT) ? SHIMWATCH_POLLER_OUT : 0) |
+         ((events & EPOLLPRI) ? SHIMWATCH_POLLER_PRI : 0) |
+         ((events & EPOLLRDHUP) ? SHIMWATCH_POLLER_PEER_CLOSED : 0) |
+         ((events & EPOLLERR) ? SHIMWATCH_POLLER_ERR : 0) |
+         ((events & EPOLLHUP) ? SHIMWATCH_POLLER_HUP : 0);
+}
+
+static void
+watch_unref (ShimwatchPollerWatch *watch)
+{
+  if (--watch->ref_count > 0)
+    return;
+  shimwatch_poller_unref (watch->poller);
+  g_free (watch);
+}
+
+static gboolean
+poller_dispatch (GSource     *source,
+                 GSourceFunc  callback G_GNUC_UNUSED,
+                 gpointer     user_data G_GNUC_UNUSED)
+{
+  ShimwatchPoller *self = (ShimwatchPoller *) source;
+  struct epoll_event ready[MAX_EVENTS];
+  int n;
+
+  n = epoll_wait (self->epfd, ready, MAX_EVENTS, 0);
+  if (n < 0)
+    {
+      if (errno != EINTR)
+        g_warning ("epoll_wait: %s", g_strerror (errno));
+      return G_SOURCE_CONTINUE;
+    }
+
+  /* a callback may remove any watch of the batch (and close its fd, and have a new watch
+   * take the same fd number): each stays allocated, marked removed, until the batch ends */
+  for (int i = 0; i < n; i++)
+    ((ShimwatchPollerWatch *) ready[i].data.ptr)->ref_count++;
+  for (int i = 0; i < n; i++)
+    {
+      ShimwatchPollerWatch *watch = ready[i].data.ptr;
+
+      if (!watch->removed && !watch->func (watch->fd, from_epoll (ready[i].events),
+                                           watch->user_data) && !watch->removed)
+        shimwatch_poller_watch_remove (watch);
+    }
+  for (int i = 0; i < n; i++)
+    watch_unref (ready[i].data.ptr);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+poller_finalize (GSource *source)
+{
+  ShimwatchPoller *self = (ShimwatchPoller *) source;
+
+  if (self->epfd >= 0)
+    close (self->epfd);
+}
+
+static GSourceFuncs poller_funcs = {
+  .prepare = NULL,      /* no timeout of its own */
+  .check = NULL,        /* dispatched whenever the epoll fd is readable */
+  .dispatch = poller_dispatch,
+  .finalize = poller_finalize,
+};
+
+ShimwatchPoller *
+shimwatch_poller_new (GMainContext *context)
+{
+  ShimwatchPoller *self;
+  int saved_errno;
+
+  self = (ShimwatchPoller *) g_source_new (&poller_funcs, sizeof (ShimwatchPoller));
+  self->epfd = epoll_create1 (EPOLL_CLOEXEC);
+  if (self->epfd < 0)
+    {
+      /* only ENFILE/EMFILE/ENOMEM: nothing could be watched at all */
+      saved_errno = errno;
+      g_error ("cannot create an epoll set: %s", g_strerror (saved_errno));
+    }
+  g_source_set_name (&self->source, "ShimwatchPoller");
+  g_source_add_unix_fd (&self->source, self->epfd, G_IO_IN);
+  g_source_attach (&self->source, context);
+  return self;
+}
+
+static GMutex defaults_lock;
+static GHashTable *defaults;     /* GMainContext (not owned) → ShimwatchPoller (owned) */
+
+ShimwatchPoller *
+shimwatch_poller_get_default (void)
+{
+  g_autoptr(GMainContext) context = g_main_context_ref_thread_default ();
+  ShimwatchPoller *self;
+
+  g_mutex_lock (&defaults_lock);
+  if (defaults == NULL)
+    defaults = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                      (GDestroyNotify) shimwatch_poller_unref);
+  self = g_hash_table_lookup (defaults, context);
+  /* a destroyed one belonged to a context that is gone (its address reused since) */
+  if (self == NULL || g_source_is_destroyed (&self->source))
+    {
+      self = shimwatch_poller_new (context);
+      g_hash_table_insert (defaults, context, self);
+    }
+  g_mutex_unlock (&defaults_lock);
+  return self;
+}
+
+ShimwatchPoller *
+shimwatch_poller_ref (ShimwatchPoller *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return (ShimwatchPoller *) g_source_ref (&self->source);
+}
+
+void
+shimwatch_poller_unref (ShimwatchPoller *self)
+{
+  g_return_if_fail (self != NULL);
+  g_source_unref (&self->source);
+}
+
+guint
+shimwatch_poller_get_n_watches (ShimwatchPoller *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->n_watches;
+}
+
+ShimwatchPollerWatch *
+shimwatch_poller_add (ShimwatchPoller        *self,
+                      int                     fd,
+                      ShimwatchPollerEvents   events,
+                      ShimwatchPollerFunc     func,
+                      gpointer                user_data,
+                      GDestroyNotify          destroy,
+                      GError                **error)
+{
+  ShimwatchPollerWatch *watch;
+  struct epoll_event event = { 0 };
+  int saved_errno;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (fd >= 0, NULL);
+  g_return_val_if_fail (func != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  watch = g_new0 (ShimwatchPollerWatch, 1);
+  event.events = to_epoll (events);
+  event.data.ptr = watch;
+  if (epoll_ctl (self->epfd, EPOLL_CTL_ADD, fd, &event) != 0)
+    {
+      saved_errno = errno;
+      g_free (watch);
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot watch fd %d: %s", fd, g_strerror (saved_errno));
+      return NULL;
+    }
+  watch->poller = shimwatch_poller_ref (self);
+  watch->fd = fd;
+  watch->events = events;
+  watch->func = func;
+  watch->user_data = user_data;
+  watch->destroy = destroy;
+  watch->ref_count = 1;
+  self->n_watches++;
+  return watch;
+}
+
+gboolean
+shimwatch_poller_watch_set_events (ShimwatchPollerWatch   *watch,
+                                   ShimwatchPollerEvents   events,
+                                   GError                **error)
+{
+  struct epoll_event event = { 0 };
+  int saved_errno;
+
+  g_return_val_if_fail (watch != NULL && !watch->removed, FALSE);
+
+  if (events == watch->events)
+    return TRUE;
+  event.events = to_epoll (events);
+  event.data.ptr = watch;
+  if (epoll_ctl (watch->poller->epfd, EPOLL_CTL_MOD, watch->fd, &event) != 0)
+    {
+      saved_errno = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot change the watch of fd %d: %s", watch->fd, g_strerror (saved_errno));
+      return FALSE;
+    }
+  watch->events = events;
+  return TRUE;
+}
+
+ShimwatchPollerEvents
+shimwatch_poller_watch_get_events (ShimwatchPollerWatch *watch)
+{
+  g_return_val_if_fail (watch != NULL, 0);
+  return watch->events;
+}
+
+int
+shimwatch_poller_watch_get_fd (ShimwatchPollerWatch *watch)
+{
+  g_return_val_if_fail (watch != NULL, -1);
+  return watch->fd;
+}
+
+void
+shimwatch_poller_watch_remove (ShimwatchPollerWatch *watch)
+{
+  GDestroyNotify destroy;
+  gpointer user_data;
+
+  g_return_if_fail (watch != NULL && !watch->removed);
+
+  watch->removed = TRUE;
+  watch->poller->n_watches--;
+  /* EBADF/ENOENT: the fd was closed first, and the kernel dropped it from the set itself */
+  if (epoll_ctl (watch->poller->epfd, EPOLL_CTL_DEL, watch->fd, NULL) != 0 &&
+      errno != EBADF && errno != ENOENT)
+    g_warning ("cannot stop watching fd %d: %s", watch->fd, g_strerror (errno));
+  destroy = watch->destroy;
+  user_data = watch->user_data;
+  watch->destroy = NULL;
+  watch->func = NULL;
+  watch_unref (watch);
+  if (destroy != NULL)
+    destroy (user_data);
+}

@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchPoller: many fds cost the main context one fd; readiness, end of file and
+ * hang-ups reach the right callback; a watch removed during a dispatch (its own or another
+ * of the same batch) is never called again, even when its fd number is reused at once.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/pidfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+
+#include "shimwatch-poller.h"
+
+typedef struct {
+  int                   fd;
+  guint                 calls;
+  ShimwatchPollerEvents last;
+  gboolean              drain;      /* read what is there, so the fd is no longer ready */
+  gboolean              keep;
+  guint                 destroyed;
+} Counter;
+
+static gboolean
+count_cb (int                   fd,
+          ShimwatchPollerEvents events,
+          gpointer              user_data)
+{
+  Counter *counter = user_data;
+
+  g_assert_cmpint (fd, ==, counter->fd);
+  counter->calls++;
+  counter->last = events;
+  if (counter->drain)
+    {
+      char buffer[64];
+
+      while (read (fd, buffer, sizeof buffer) > 0)
+        ;
+    }
+  return counter->keep;
+}
+
+static void
+count_destroy (gpointer user_data)
+{
+  ((Counter *) user_data)->destroyed++;
+}
+
+/* one iteration at a time until nothing is pending (a loaded machine may be slow to make
+ * an fd ready: the caller waits for what it expects with wait_for ()) */
+static void
+drain_context (void)
+{
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+}
+
+static void
+wait_for (gboolean (*done) (gpointer), gpointer data)
+{
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  while (!done (data))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+}
+
+static gboolean
+called (gpointer data)
+{
+  return ((Counter *) data)->calls > 0;
+}
+
+static void
+make_socketpair (int fds[2])
+{
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), ==, 0);
+}
+
+/* how many fds the default main context polls: one iteration's prepare and query, without
+ * the poll, then its check and dispatch (with nothing ready) */
+static gint
+context_fds (void)
+{
+  GMainContext *context = g_main_context_default ();
+  GPollFD fds[64];
+  gint timeout, priority, n;
+
+  g_assert_true (g_main_context_acquire (context));
+  g_main_context_prepare (context, &priority);
+  n = g_main_context_query (context, priority, &timeout, fds, G_N_ELEMENTS (fds));
+  g_assert_cmpint (n, <=, (gint) G_N_ELEMENTS (fds));
+  for (gint i = 0; i < n; i++)
+    fds[i].revents = 0;
+  if (g_main_context_check (context, priority, fds, n))
+    g_main_context_dispatch (context);
+  g_main_context_release (context);
+  return n;
+}
+
+static void
+test_many_fds (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  struct rlimit limit;
+  guint n = 400;
+  g_autofree Counter *counters = NULL;
+  g_autofree int *peers = NULL;
+  gint before;
+
+  /* two fds per socketpair: stay within the soft limit */
+  g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &limit), ==, 0);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 2 * n + 64)
+    n = (guint) (limit.rlim_cur - 64) / 2;
+  counters = g_new0 (Counter, n);
+  peers = g_new0 (int, n);
+
+  drain_context ();
+  before = context_fds ();
+  for (guint i = 0; i < n; i++)
+    {
+      int fds[2];
+
+      make_socketpair (fds);
+      counters[i].fd = fds[0];
+      counters[i].drain = TRUE;
+      counters[i].keep = TRUE;
+      peers[i] = fds[1];
+      g_assert_nonnull (shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb,
+                                              &counters[i], count_destroy, NULL));
+    }
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (poller), >=, n);
+  /* the main context polls the one epoll fd, whatever the number of watches */
+  g_assert_cmpint (context_fds (), <=, before + 1);
+
+  /* every seventh peer writes: exactly those callbacks run, once each (they drain) */
+  for (guint i = 0; i < n; i += 7)
+    g_assert_cmpint (write (peers[i], "x", 1), ==, 1);
+  wait_for (called, &counters[(n - 1) / 7 * 7]);
+  for (guint i = 0; i < n; i += 7)
+    wait_for (called, &counters[i]);
+  drain_context ();
+  for (guint i = 0; i < n; i++)
+    g_assert_cmpuint (counters[i].calls, ==, i % 7 == 0 ? 1 : 0);
+
+  /* hang-ups: closing every peer reaches every watch */
+  for (guint i = 0; i < n; i++)
+    close (peers[i]);
+  for (guint i = 0; i < n; i++)
+    {
+      counters[i].keep = FALSE;
+      counters[i].calls = 0;
+    }
+  for (guint i = 0; i < n; i++)
+    wait_for (called, &counters[i]);
+  for (guint i = 0; i < n; i++)
+    {
+      g_assert_cmpuint (counters[i].calls, ==, 1);     /* returned FALSE: removed */
+      g_assert_cmpuint (counters[i].destroyed, ==, 1);
+      g_assert_true (counters[i].last & SHIMWATCH_POLLER_IN);
+      close (counters[i].fd);
+    }
+  drain_context ();
+  for (guint i = 0; i < n; i++)
+    g_assert_cmpuint (counters[i].calls, ==, 1);
+}
+
+/* end of file and hang-up, as a shim's socket shows its death */
+static void
+test_eof_and_hangup (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter counter = { .keep = FALSE };
+  int fds[2];
+
+  make_socketpair (fds);
+  counter.fd = fds[0];
+  g_assert_nonnull (shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb,
+                                          &counter, count_destroy, NULL));
+  drain_context ();
+  g_assert_cmpuint (counter.calls, ==, 0);
+  close (fds[1]);
+  wait_for (called, &counter);
+  g_assert_true (counter.last & SHIMWATCH_POLLER_IN);
+  g_assert_true (counter.last & SHIMWATCH_POLLER_HUP);
+  g_assert_cmpint (read (fds[0], &(char) { 0 }, 1), ==, 0);    /* EOF */
+  g_assert_cmpuint (counter.destroyed, ==, 1);
+  close (fds[0]);
+}
+
+/* asked for PEER_CLOSED alone: data does not wake anyone, the peer's close does */
+static void
+test_peer_closed_only (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter counter = { .keep = FALSE };
+  ShimwatchPollerWatch *watch;
+  int fds[2];
+
+  make_socketpair (fds);
+  counter.fd = fds[0];
+  watch = shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_PEER_CLOSED, count_cb,
+                                &counter, NULL, NULL);
+  g_assert_nonnull (watch);
+  g_assert_cmpint (write (fds[1], "reply", 5), ==, 5);
+  /* the data is there, and stays there: the main loop has nothing to do */
+  g_assert_false (g_main_context_iteration (NULL, FALSE));
+  g_assert_cmpuint (counter.calls, ==, 0);
+
+  /* asking for IN again makes the waiting data wake the loop */
+  counter.keep = TRUE;
+  counter.drain = TRUE;
+  g_assert_true (shimwatch_poller_watch_set_events (watch, SHIMWATCH_POLLER_IN |
+                                                    SHIMWATCH_POLLER_PEER_CLOSED, NULL));
+  wait_for (called, &counter);
+  g_assert_cmpuint (counter.calls, ==, 1);
+  g_assert_false (counter.last & SHIMWATCH_POLLER_PEER_CLOSED);
+
+  counter.calls = 0;
+  counter.keep = FALSE;
+  g_assert_true (shimwatch_poller_watch_set_events (watch, SHIMWATCH_POLLER_PEER_CLOSED, NULL));
+  g_assert_cmpint (write (fds[1], "more", 4), ==, 4);
+  g_assert_false (g_main_context_iteration (NULL, FALSE));
+  close (fds[1]);
+  wait_for (called, &counter);
+  g_assert_true (counter.last & SHIMWATCH_POLLER_PEER_CLOSED);
+  close (fds[0]);
+}
+
+/* level-triggered, as g_unix_fd_add (): what is not read is reported again */
+static void
+test_level_triggered (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter counter = { .keep = TRUE };
+  ShimwatchPollerWatch *watch;
+  int fds[2];
+
+  make_socketpair (fds);
+  counter.fd = fds[0];
+  watch = shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb, &counter,
+                                count_destroy, NULL);
+  g_assert_cmpint (write (fds[1], "x", 1), ==, 1);
+  wait_for (called, &counter);
+  g_main_context_iteration (NULL, FALSE);
+  g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (counter.calls, >=, 3);
+  shimwatch_poller_watch_remove (watch);
+  g_assert_cmpuint (counter.destroyed, ==, 1);
+  counter.calls = 0;
+  drain_context ();
+  g_assert_cmpuint (counter.calls, ==, 0);
+  close (fds[0]);
+  close (fds[1]);
+}
+
+/* the first callback of a batch removes the other watch of the batch, closes its fd and
+ * watches a new fd that gets the same number: the removed one is not called for its event,
+ * and the newcomer is not called for the old fd's event */
+typedef struct {
+  ShimwatchPoller      *poller;
+  ShimwatchPollerWatch *watches[2];
+  int                   fds[2];
+  int                   peers[2];
+  int                   old_peer;
+  int                   survivor;
+  ShimwatchPollerWatch *newcomer_watch;
+  Counter               newcomer;
+  gboolean              reused;
+  guint                 calls;
+} Batch;
+
+static gboolean
+batch_cb (int                   fd,
+          ShimwatchPollerEvents events G_GNUC_UNUSED,
+          gpointer              user_data)
+{
+  Batch *batch = user_data;
+  int victim = batch->fds[0] == fd ? 1 : 0;
+  int fds[2];
+
+  batch->calls++;
+  batch->survivor = 1 - victim;
+  shimwatch_poller_watch_remove (batch->watches[victim]);
+  close (batch->fds[victim]);
+  make_socketpair (fds);
+  batch->reused = fds[0] == batch->fds[victim];
+  batch->newcomer.fd = fds[0];
+  batch->newcomer.keep = TRUE;
+  batch->newcomer_watch = shimwatch_poller_add (batch->poller, fds[0], SHIMWATCH_POLLER_IN,
+                                                count_cb, &batch->newcomer, NULL, NULL);
+  g_assert_nonnull (batch->newcomer_watch);
+  batch->old_peer = batch->peers[victim];
+  batch->peers[victim] = fds[1];
+  /* and itself too, while being dispatched */
+  shimwatch_poller_watch_remove (batch->watches[1 - victim]);
+  return G_SOURCE_REMOVE;    /* already removed: must not be removed twice */
+}
+
+static gboolean
+batch_done (gpointer data)
+{
+  return ((Batch *) data)->calls > 0;
+}
+
+static void
+test_remove_during_dispatch (void)
+{
+  Batch batch = { .poller = shimwatch_poller_get_default () };
+
+  for (int i = 0; i < 2; i++)
+    {
+      int fds[2];
+
+      make_socketpair (fds);
+      batch.fds[i] = fds[0];
+      batch.peers[i] = fds[1];
+      batch.watches[i] = shimwatch_poller_add (batch.poller, fds[0], SHIMWATCH_POLLER_IN,
+                                               batch_cb, &batch, NULL, NULL);
+    }
+  /* both ready before the loop looks: one epoll_wait takes both events */
+  g_assert_cmpint (write (batch.peers[0], "a", 1), ==, 1);
+  g_assert_cmpint (write (batch.peers[1], "b", 1), ==, 1);
+  wait_for (batch_done, &batch);
+  drain_context ();
+  g_assert_cmpuint (batch.calls, ==, 1);
+  g_assert_cmpuint (batch.newcomer.calls, ==, 0);
+  if (!batch.reused)
+    g_test_message ("the fd number was not reused; the removal was still checked");
+
+  shimwatch_poller_watch_remove (batch.newcomer_watch);
+  close (batch.newcomer.fd);
+  close (batch.fds[batch.survivor]);
+  close (batch.old_peer);
+  for (int i = 0; i < 2; i++)
+    close (batch.peers[i]);
+}
+
+/* a pidfd turns readable when its process exits: how a shim's death is seen when a child
+ * of the shim keeps its socket open */
+static void
+test_pidfd (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter counter = { .keep = FALSE };
+  int status;
+  pid_t pid = fork ();
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      pause ();
+      _exit (0);
+    }
+  counter.fd = pidfd_open (pid, 0);
+  if (counter.fd < 0)
+    {
+      int saved_errno = errno;
+
+      kill (pid, SIGKILL);
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      /* valgrind does not know the system call; the kernels we run on all have it */
+      if (saved_errno == ENOSYS)
+        {
+          g_test_skip ("pidfd_open: not implemented here");
+          return;
+        }
+      g_error ("pidfd_open: %s", g_strerror (saved_errno));
+    }
+  g_assert_nonnull (shimwatch_poller_add (poller, counter.fd, SHIMWATCH_POLLER_IN, count_cb,
+                                          &counter, count_destroy, NULL));
+  drain_context ();
+  g_assert_cmpuint (counter.calls, ==, 0);
+  g_assert_cmpint (pidfd_send_signal (counter.fd, SIGKILL, NULL, 0), ==, 0);
+  wait_for (called, &counter);
+  g_assert_true (counter.last & SHIMWATCH_POLLER_IN);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  close (counter.fd);
+}
+
+static void
+test_refused_fd (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  int fd = g_file_open_tmp ("shimwatch-poller-XXXXXX", &path, NULL);
+  int fds[2];
+  guint before = shimwatch_poller_get_n_watches (poller);
+  ShimwatchPollerWatch *watch;
+
+  /* a regular file cannot be in an epoll set: a clear error, nothing watched */
+  g_assert_null (shimwatch_poller_add (poller, fd, SHIMWATCH_POLLER_IN, count_cb, NULL, NULL,
+                                       &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED);
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (poller), ==, before);
+  close (fd);
+  unlink (path);
+  g_clear_error (&error);
+
+  /* the same fd twice */
+  make_socketpair (fds);
+  watch = shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb, NULL, NULL, NULL);
+  g_assert_null (shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb, NULL,
+                                       NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS);
+  shimwatch_poller_watch_remove (watch);
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (poller), ==, before);
+  close (fds[0]);
+  close (fds[1]);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/poller/many-fds", test_many_fds);
+  g_test_add_func ("/poller/eof-and-hangup", test_eof_and_hangup);
+  g_test_add_func ("/poller/peer-closed-only", test_peer_closed_only);
+  g_test_add_func ("/poller/level-triggered", test_level_triggered);
+  g_test_add_func ("/poller/remove-during-dispatch", test_remove_during_dispatch);
+  g_test_add_func ("/poller/pidfd", test_pidfd);
+  g_test_add_func ("/poller/refused-fd", test_refused_fd);
+
+  return g_test_run ();
+}
