@@ -28,6 +28,7 @@ typedef struct {
   GBytes  *payload;
   guint    timeout_ms;
   gboolean may_fall_back;
+  ShimwatchTtrpcCallFlags flags;
 } CallData;
 
 static void
@@ -48,8 +49,9 @@ send_call (GTask *task)
   ShimwatchTaskClient *self = g_task_get_source_object (task);
   CallData *data = g_task_get_task_data (task);
 
-  shimwatch_ttrpc_call_async (self->ttrpc, service_name (self), data->method, data->payload,
-                              self->namespace_, data->timeout_ms, call_cb, task);
+  shimwatch_ttrpc_call_full_async (self->ttrpc, service_name (self), data->method,
+                                   data->payload, self->namespace_, data->timeout_ms,
+                                   data->flags, call_cb, task);
 }
 
 static void
@@ -85,14 +87,15 @@ call_cb (GObject      *source,
 }
 
 static void
-call (ShimwatchTaskClient *self,
-      gpointer             source_tag,
-      const char          *method,
-      GBytes              *payload,
-      guint                timeout_ms,
-      gboolean             may_fall_back,
-      GAsyncReadyCallback  callback,
-      gpointer             user_data)
+call_full (ShimwatchTaskClient     *self,
+           gpointer                 source_tag,
+           const char              *method,
+           GBytes                  *payload,
+           guint                    timeout_ms,
+           gboolean                 may_fall_back,
+           ShimwatchTtrpcCallFlags  flags,
+           GAsyncReadyCallback      callback,
+           gpointer                 user_data)
 {
   GTask *task = g_task_new (self, NULL, callback, user_data);
   CallData *data = g_new0 (CallData, 1);
@@ -102,8 +105,23 @@ call (ShimwatchTaskClient *self,
   data->payload = payload;
   data->timeout_ms = timeout_ms;
   data->may_fall_back = may_fall_back;
+  data->flags = flags;
   g_task_set_task_data (task, data, (GDestroyNotify) call_data_free);
   send_call (task);
+}
+
+static void
+call (ShimwatchTaskClient *self,
+      gpointer             source_tag,
+      const char          *method,
+      GBytes              *payload,
+      guint                timeout_ms,
+      gboolean             may_fall_back,
+      GAsyncReadyCallback  callback,
+      gpointer             user_data)
+{
+  call_full (self, source_tag, method, payload, timeout_ms, may_fall_back,
+             SHIMWATCH_TTRPC_CALL_NONE, callback, user_data);
 }
 
 static GBytes *
@@ -126,6 +144,32 @@ shimwatch_task_client_connect_async (ShimwatchTaskClient *self,
   g_return_if_fail (SHIMWATCH_IS_TASK_CLIENT (self));
   call (self, shimwatch_task_client_connect_async, "Connect",
         shimwatch_wire_encode_connect_request (self->id), timeout_ms, TRUE, callback, user_data);
+}
+
+/* a health check: Connect, its answer collected with the others (SHIMWATCH_TTRPC_CALL_DEFERRED) */
+void
+shimwatch_task_client_probe_async (ShimwatchTaskClient *self,
+                                   guint                timeout_ms,
+                                   GAsyncReadyCallback  callback,
+                                   gpointer             user_data)
+{
+  g_return_if_fail (SHIMWATCH_IS_TASK_CLIENT (self));
+  g_return_if_fail (timeout_ms > 0);
+  call_full (self, shimwatch_task_client_probe_async, "Connect",
+             shimwatch_wire_encode_connect_request (self->id), timeout_ms, TRUE,
+             SHIMWATCH_TTRPC_CALL_DEFERRED, callback, user_data);
+}
+
+gboolean
+shimwatch_task_client_probe_finish (ShimwatchTaskClient  *self,
+                                    GAsyncResult         *result,
+                                    GError              **error)
+{
+  g_autoptr(GBytes) payload = call_finish (self, result, shimwatch_task_client_probe_async, error);
+  guint32 shim_pid, task_pid;
+
+  return payload != NULL &&
+         shimwatch_wire_decode_connect_response (payload, &shim_pid, &task_pid, error);
 }
 
 gboolean

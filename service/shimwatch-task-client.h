@@ -32,6 +32,15 @@ gboolean shimwatch_task_client_connect_finish (ShimwatchTaskClient         *self
                                                guint32                     *shim_pid,
                                                guint32                     *task_pid,
                                                GError                     **error);
+/* Probe: Connect as a health check; the answer is not awaited promptly: it is read with
+ * shimwatch_ttrpc_collect() on the client's connection, or at the deadline (timeout_ms > 0) */
+void     shimwatch_task_client_probe_async    (ShimwatchTaskClient         *self,
+                                               guint                        timeout_ms,
+                                               GAsyncReadyCallback          callback,
+                                               gpointer                     user_data);
+gboolean shimwatch_task_client_probe_finish   (ShimwatchTaskClient         *self,
+                                               GAsyncResult                *result,
+                                               GError                     **error);
 void     shimwatch_task_client_create_async   (ShimwatchTaskClient         *self,
                                                const ShimwatchCreateParams *params,
                                                guint                        timeout_ms,

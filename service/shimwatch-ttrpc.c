@@ -7,6 +7,7 @@
 #include <string.h>
 #include <gio/gunixsocketaddress.h>
 
+#include "shimwatch-poller.h"
 #include "shimwatch-ttrpc.h"
 
 #define READ_CHUNK 65536
@@ -19,8 +20,10 @@ struct _ShimwatchTtrpc
 
   GSocketConnection            *connection;
   GSocket                      *socket;
-  GSource                      *read_source;
-  GSource                      *write_source;
+  /* one watch in the service's epoll set, for reading and, while a send would block,
+   * writing; none before start () with nothing to write */
+  ShimwatchPollerWatch         *watch;
+  gboolean                      want_write;
 
   GByteArray                   *inbuf;
   GByteArray                   *outbuf;
@@ -34,6 +37,7 @@ struct _ShimwatchTtrpc
   guint32                       next_stream_id;     /* client role: 1, 3, 5, … */
   guint32                       last_request_id;    /* server role: must increase */
   GHashTable                   *pending;            /* stream id → GTask */
+  guint                         n_prompt;           /* pending calls not DEFERRED */
 
   ShimwatchTtrpcRequestHandler  handler;
   gpointer                      handler_data;
@@ -53,8 +57,9 @@ G_DEFINE_TYPE (ShimwatchTtrpc, shimwatch_ttrpc, G_TYPE_OBJECT)
 G_DEFINE_QUARK (shimwatch-ttrpc-error-quark, shimwatch_ttrpc_error)
 
 typedef struct {
-  guint32  stream_id;
-  GSource *timeout_source;
+  guint32   stream_id;
+  gboolean  deferred;
+  GSource  *timeout_source;
 } CallData;
 
 static void
@@ -70,16 +75,33 @@ call_data_free (CallData *data)
 
 static void close_with_error (ShimwatchTtrpc *self,
                               GError         *reason);
+static void update_watch     (ShimwatchTtrpc *self);
+
+/* the call on @stream_id, no longer pending (the caller owns the reference), or NULL */
+static GTask *
+take_pending (ShimwatchTtrpc *self,
+              guint32         stream_id)
+{
+  GTask *task = NULL;
+  CallData *data;
+
+  if (!g_hash_table_steal_extended (self->pending, GUINT_TO_POINTER (stream_id), NULL,
+                                    (gpointer *) &task))
+    return NULL;
+  data = g_task_get_task_data (task);
+  if (!data->deferred && --self->n_prompt == 0)
+    update_watch (self);
+  return task;
+}
 
 static void
 fail_pending (ShimwatchTtrpc *self,
               guint32         stream_id,
               GError         *error)
 {
-  GTask *task = NULL;
+  GTask *task = take_pending (self, stream_id);
 
-  if (!g_hash_table_steal_extended (self->pending, GUINT_TO_POINTER (stream_id), NULL,
-                                    (gpointer *) &task))
+  if (task == NULL)
     {
       g_error_free (error);
       return;
@@ -100,16 +122,8 @@ close_with_error (ShimwatchTtrpc *self,
     return;
   self->closed = TRUE;
 
-  if (self->read_source != NULL)
-    {
-      g_source_destroy (self->read_source);
-      g_clear_pointer (&self->read_source, g_source_unref);
-    }
-  if (self->write_source != NULL)
-    {
-      g_source_destroy (self->write_source);
-      g_clear_pointer (&self->write_source, g_source_unref);
-    }
+  /* out of the epoll set before the fd closes */
+  g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
   if (!g_io_stream_close (G_IO_STREAM (self->connection), NULL, &close_error))
     g_debug ("closing ttrpc socket: %s", close_error->message);
 
@@ -118,6 +132,7 @@ close_with_error (ShimwatchTtrpc *self,
   /* as the Go client: every pending call fails first, then the on-close callback runs */
   tasks = g_hash_table_get_values (self->pending);
   g_hash_table_steal_all (self->pending);
+  self->n_prompt = 0;
   for (GList *l = tasks; l != NULL; l = l->next)
     {
       GTask *task = l->data;
@@ -129,10 +144,6 @@ close_with_error (ShimwatchTtrpc *self,
 
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0, owned_reason);
 }
-
-static gboolean write_ready_cb (GSocket      *socket,
-                                GIOCondition  condition,
-                                gpointer      user_data);
 
 static void
 flush_output (ShimwatchTtrpc *self)
@@ -147,12 +158,10 @@ flush_output (ShimwatchTtrpc *self)
         {
           if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
             {
-              if (self->write_source == NULL)
+              if (!self->want_write)
                 {
-                  self->write_source = g_socket_create_source (self->socket, G_IO_OUT, NULL);
-                  g_source_set_callback (self->write_source, G_SOURCE_FUNC (write_ready_cb),
-                                         self, NULL);
-                  g_source_attach (self->write_source, NULL);
+                  self->want_write = TRUE;
+                  update_watch (self);
                 }
               return;
             }
@@ -169,24 +178,11 @@ flush_output (ShimwatchTtrpc *self)
       g_message ("ttrpc peer reads again: calls are sent again");
     }
 
-  if (self->write_source != NULL)
+  if (self->want_write && !self->closed)
     {
-      g_source_destroy (self->write_source);
-      g_clear_pointer (&self->write_source, g_source_unref);
+      self->want_write = FALSE;
+      update_watch (self);
     }
-}
-
-static gboolean
-write_ready_cb (GSocket      *socket,
-                GIOCondition  condition,
-                gpointer      user_data)
-{
-  ShimwatchTtrpc *self = user_data;
-  g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
-
-  g_clear_pointer (&self->write_source, g_source_unref);
-  flush_output (self);
-  return G_SOURCE_REMOVE;
 }
 
 static void
@@ -271,7 +267,7 @@ handle_response (ShimwatchTtrpc             *self,
       return;
     }
 
-  g_hash_table_steal (self->pending, GUINT_TO_POINTER (header->stream_id));
+  task = take_pending (self, header->stream_id);
   g_task_return_pointer (task, g_steal_pointer (&payload), (GDestroyNotify) g_bytes_unref);
   g_object_unref (task);
 }
@@ -419,16 +415,14 @@ process_input (ShimwatchTtrpc *self)
     g_byte_array_remove_range (self->inbuf, 0, (guint) offset);
 }
 
-static gboolean
-read_ready_cb (GSocket      *socket,
-               GIOCondition  condition,
-               gpointer      user_data)
+/* reads what the peer sent, a bounded amount at a time: a fast peer cannot hold the main
+ * loop; what is left is read on a later iteration */
+static void
+read_input (ShimwatchTtrpc *self)
 {
-  ShimwatchTtrpc *self = user_data;
-  g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
   guint8 chunk[READ_CHUNK];
 
-  for (guint chunks = 0; chunks < READ_CHUNKS_PER_DISPATCH; chunks++)
+  for (guint chunks = 0; chunks < READ_CHUNKS_PER_DISPATCH && !self->closed; chunks++)
     {
       g_autoptr(GError) error = NULL;
       gssize n = g_socket_receive (self->socket, (char *) chunk, sizeof chunk, NULL, &error);
@@ -438,25 +432,77 @@ read_ready_cb (GSocket      *socket,
           close_with_error (self, g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
                                                        SHIMWATCH_TTRPC_ERROR_CLOSED,
                                                        "end of stream"));
-          return G_SOURCE_REMOVE;
+          return;
         }
       if (n < 0)
         {
           if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
-            break;
+            return;
           close_with_error (self, g_error_new (SHIMWATCH_TTRPC_ERROR,
                                                SHIMWATCH_TTRPC_ERROR_CLOSED,
                                                "read failed: %s", error->message));
-          return G_SOURCE_REMOVE;
+          return;
         }
       g_byte_array_append (self->inbuf, chunk, (guint) n);
       process_input (self);
-      if (self->closed)
-        return G_SOURCE_REMOVE;
       if ((gsize) n < sizeof chunk)
-        break;
+        return;
     }
-  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+io_ready_cb (int                   fd G_GNUC_UNUSED,
+             ShimwatchPollerEvents events,
+             gpointer              user_data)
+{
+  ShimwatchTtrpc *self = user_data;
+  g_autoptr(ShimwatchTtrpc) keep G_GNUC_UNUSED = g_object_ref (self);
+
+  if (self->want_write &&
+      (events & (SHIMWATCH_POLLER_OUT | SHIMWATCH_POLLER_ERR | SHIMWATCH_POLLER_HUP)))
+    flush_output (self);
+  /* an error or hang-up is read too: the read tells which, and ends the connection */
+  if (self->started && !self->closed &&
+      (events & (SHIMWATCH_POLLER_IN | SHIMWATCH_POLLER_PEER_CLOSED | SHIMWATCH_POLLER_ERR |
+                 SHIMWATCH_POLLER_HUP)))
+    read_input (self);
+  return G_SOURCE_CONTINUE;     /* the watch goes with the connection */
+}
+
+/* What the connection waits for. Once started, it always sees the peer hang up; it reads
+ * as soon as data arrives when it serves requests or a call's answer is awaited promptly.
+ * While only DEFERRED calls are pending, their answers wait in the socket until collected,
+ * so a thousand answers to a thousand health checks cost no wakeup each. */
+static void
+update_watch (ShimwatchTtrpc *self)
+{
+  ShimwatchPollerEvents events = 0;
+  g_autoptr(GError) error = NULL;
+
+  if (self->closed)
+    return;
+  if (self->started)
+    {
+      events |= SHIMWATCH_POLLER_PEER_CLOSED;
+      if (self->handler != NULL || self->n_prompt > 0)
+        events |= SHIMWATCH_POLLER_IN;
+    }
+  if (self->want_write)
+    events |= SHIMWATCH_POLLER_OUT;
+
+  if (events == 0)
+    g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
+  else if (self->watch == NULL)
+    self->watch = shimwatch_poller_add (shimwatch_poller_get_default (),
+                                        g_socket_get_fd (self->socket), events, io_ready_cb,
+                                        self, NULL, &error);
+  else
+    shimwatch_poller_watch_set_events (self->watch, events, &error);
+  /* the kernel refuses only for want of memory (or max_user_watches): a connection that
+   * cannot be watched could not tell its peer's death, so it ends now, visibly */
+  if (error != NULL)
+    close_with_error (self, g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                         "%s", error->message));
 }
 
 void
@@ -467,9 +513,20 @@ shimwatch_ttrpc_start (ShimwatchTtrpc *self)
   if (self->started || self->closed)
     return;
   self->started = TRUE;
-  self->read_source = g_socket_create_source (self->socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
-  g_source_set_callback (self->read_source, G_SOURCE_FUNC (read_ready_cb), self, NULL);
-  g_source_attach (self->read_source, NULL);
+  update_watch (self);
+}
+
+void
+shimwatch_ttrpc_collect (ShimwatchTtrpc *self)
+{
+  g_autoptr(ShimwatchTtrpc) keep = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  if (!self->started || self->closed)
+    return;
+  keep = g_object_ref (self);
+  read_input (self);
 }
 
 static gboolean
@@ -479,7 +536,16 @@ call_timeout_cb (gpointer user_data)
   ShimwatchTtrpc *self = g_task_get_source_object (task);
   CallData *data = g_task_get_task_data (task);
 
+  g_autoptr(GTask) keep = g_object_ref (task);
+
   g_clear_pointer (&data->timeout_source, g_source_unref);
+  /* a deferred call's answer may be waiting, unread: it counts if it came in time */
+  if (data->deferred)
+    {
+      shimwatch_ttrpc_collect (self);
+      if (g_hash_table_lookup (self->pending, GUINT_TO_POINTER (data->stream_id)) != task)
+        return G_SOURCE_REMOVE;
+    }
   /* the connection stays up; a late answer is dropped as an inactive stream */
   fail_pending (self, data->stream_id,
                 g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_DEADLINE_EXCEEDED,
@@ -497,6 +563,21 @@ shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
                             GAsyncReadyCallback  callback,
                             gpointer             user_data)
 {
+  shimwatch_ttrpc_call_full_async (self, service, method, payload, namespace_, timeout_ms,
+                                   SHIMWATCH_TTRPC_CALL_NONE, callback, user_data);
+}
+
+void
+shimwatch_ttrpc_call_full_async (ShimwatchTtrpc          *self,
+                                 const char              *service,
+                                 const char              *method,
+                                 GBytes                  *payload,
+                                 const char              *namespace_,
+                                 guint                    timeout_ms,
+                                 ShimwatchTtrpcCallFlags  flags,
+                                 GAsyncReadyCallback      callback,
+                                 gpointer                 user_data)
+{
   g_autoptr(GTask) task = NULL;
   g_autoptr(GBytes) body = NULL;
   g_autofree char *name = NULL;
@@ -504,6 +585,8 @@ shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
 
   g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
   g_return_if_fail (service != NULL && method != NULL);
+  /* a deferred answer is read at the latest at the deadline: there must be one */
+  g_return_if_fail (!(flags & SHIMWATCH_TTRPC_CALL_DEFERRED) || timeout_ms > 0);
 
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, shimwatch_ttrpc_call_async);
@@ -549,6 +632,7 @@ shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
 
   data = g_new0 (CallData, 1);
   data->stream_id = self->next_stream_id;
+  data->deferred = (flags & SHIMWATCH_TTRPC_CALL_DEFERRED) != 0;
   self->next_stream_id += 2;
   g_task_set_task_data (task, data, (GDestroyNotify) call_data_free);
   if (timeout_ms > 0)
@@ -559,6 +643,8 @@ shimwatch_ttrpc_call_async (ShimwatchTtrpc      *self,
     }
 
   g_hash_table_insert (self->pending, GUINT_TO_POINTER (data->stream_id), g_object_ref (task));
+  if (!data->deferred && self->n_prompt++ == 0)
+    update_watch (self);
   queue_frame (self, data->stream_id, SHIMWATCH_TTRPC_TYPE_REQUEST, 0, body);
 }
 
@@ -618,6 +704,7 @@ shimwatch_ttrpc_set_request_handler (ShimwatchTtrpc               *self,
   self->handler = handler;
   self->handler_data = user_data;
   self->handler_destroy = destroy;
+  update_watch (self);
 }
 
 GSocketAddress *

@@ -56,12 +56,30 @@ void            shimwatch_ttrpc_set_request_handler (ShimwatchTtrpc             
                                                      GDestroyNotify                destroy);
 void            shimwatch_ttrpc_start               (ShimwatchTtrpc               *self);
 
+typedef enum {
+  SHIMWATCH_TTRPC_CALL_NONE     = 0,
+  /* The answer is not awaited promptly: it waits in the socket, without waking the main
+   * loop, until shimwatch_ttrpc_collect(), the call's deadline (which needs a timeout_ms),
+   * or any other input on the connection reads it. For periodic checks of many peers that
+   * are collected together. The peer's hang-up is still seen at once. */
+  SHIMWATCH_TTRPC_CALL_DEFERRED = 1 << 0,
+} ShimwatchTtrpcCallFlags;
+
 void            shimwatch_ttrpc_call_async          (ShimwatchTtrpc               *self,
                                                      const char                   *service,
                                                      const char                   *method,
                                                      GBytes                       *payload,
                                                      const char                   *namespace_,
                                                      guint                         timeout_ms,
+                                                     GAsyncReadyCallback           callback,
+                                                     gpointer                      user_data);
+void            shimwatch_ttrpc_call_full_async     (ShimwatchTtrpc               *self,
+                                                     const char                   *service,
+                                                     const char                   *method,
+                                                     GBytes                       *payload,
+                                                     const char                   *namespace_,
+                                                     guint                         timeout_ms,
+                                                     ShimwatchTtrpcCallFlags       flags,
                                                      GAsyncReadyCallback           callback,
                                                      gpointer                      user_data);
 GBytes         *shimwatch_ttrpc_call_finish         (ShimwatchTtrpc               *self,
@@ -78,6 +96,9 @@ void            shimwatch_ttrpc_respond             (ShimwatchTtrpc             
 void            shimwatch_ttrpc_set_output_limit    (ShimwatchTtrpc               *self,
                                                      gsize                         limit);
 gsize           shimwatch_ttrpc_get_output_pending  (ShimwatchTtrpc               *self);
+
+/* Reads, now, what the peer has sent: the answers of DEFERRED calls that arrived */
+void            shimwatch_ttrpc_collect             (ShimwatchTtrpc               *self);
 
 void            shimwatch_ttrpc_close               (ShimwatchTtrpc               *self);
 gboolean        shimwatch_ttrpc_is_closed           (ShimwatchTtrpc               *self);
