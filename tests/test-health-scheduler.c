@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * ShimwatchHealthScheduler against fake shims: real ttrpc servers on socketpairs in this
+ * process, answering Connect (or not). Checks are spread over the interval, one timer
+ * ticks for all targets, a check without an answer by its deadline makes its target
+ * unresponsive and the next answered one responsive again; an answer that came in time
+ * but was not read yet still counts; a DEFERRED answer does not wake the main loop.
+ */
+#include "config.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "shimwatch-health-scheduler.h"
+#include "shimwatch-poller.h"
+#include "shimwatch-task-client.h"
+#include "shimwatch-ttrpc.h"
+
+typedef struct {
+  ShimwatchHealthScheduler *scheduler;
+  ShimwatchTtrpc           *server;
+  ShimwatchTtrpc           *client_ttrpc;
+  ShimwatchTaskClient      *client;
+  ShimwatchHealthTarget    *target;
+  gboolean                  hung;        /* requests read, never answered */
+  guint                     delay_ms;    /* answers after this long */
+  guint                     requests;
+  GArray                   *ticks;       /* the scheduler's tick count at each request */
+  guint                     verdicts;
+  gboolean                  responsive;
+} FakeShim;
+
+static ShimwatchTtrpc *
+ttrpc_for_fd (int fd)
+{
+  g_autoptr(GSocket) socket = g_socket_new_from_fd (fd, NULL);
+  g_autoptr(GSocketConnection) connection = NULL;
+
+  g_assert_nonnull (socket);
+  connection = g_socket_connection_factory_create_connection (socket);
+  return shimwatch_ttrpc_new (connection);
+}
+
+typedef struct {
+  ShimwatchTtrpc *server;
+  guint32         stream_id;
+} Answer;
+
+static gboolean
+answer_later_cb (gpointer user_data)
+{
+  Answer *answer = user_data;
+
+  shimwatch_ttrpc_respond (answer->server, answer->stream_id, SHIMWATCH_GRPC_OK, NULL, NULL);
+  g_object_unref (answer->server);
+  g_free (answer);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+handle_request (ShimwatchTtrpc        *server,
+                guint32                stream_id,
+                ShimwatchTtrpcRequest *request,
+                gpointer               user_data)
+{
+  FakeShim *shim = user_data;
+  guint64 tick = shimwatch_health_scheduler_get_n_ticks (shim->scheduler);
+
+  g_assert_cmpstr (request->method, ==, "Connect");
+  shim->requests++;
+  g_array_append_val (shim->ticks, tick);
+  if (shim->hung)
+    return;
+  if (shim->delay_ms > 0)
+    {
+      Answer *answer = g_new0 (Answer, 1);
+
+      answer->server = g_object_ref (server);
+      answer->stream_id = stream_id;
+      g_timeout_add (shim->delay_ms, answer_later_cb, answer);
+      return;
+    }
+  /* an empty ConnectResponse: a shim that does not tell its pids */
+  shimwatch_ttrpc_respond (server, stream_id, SHIMWATCH_GRPC_OK, NULL, NULL);
+}
+
+static void
+verdict_cb (gboolean responsive,
+            gpointer user_data)
+{
+  FakeShim *shim = user_data;
+
+  shim->verdicts++;
+  shim->responsive = responsive;
+}
+
+static FakeShim *
+fake_shim_new (ShimwatchHealthScheduler *scheduler,
+               guint                     index)
+{
+  FakeShim *shim = g_new0 (FakeShim, 1);
+  g_autofree char *id = g_strdup_printf ("fake%u", index);
+  int fds[2];
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  shim->scheduler = scheduler;
+  shim->responsive = TRUE;
+  shim->ticks = g_array_new (FALSE, FALSE, sizeof (guint64));
+  shim->server = ttrpc_for_fd (fds[0]);
+  shimwatch_ttrpc_set_request_handler (shim->server, handle_request, shim, NULL);
+  shimwatch_ttrpc_start (shim->server);
+  shim->client_ttrpc = ttrpc_for_fd (fds[1]);
+  shimwatch_ttrpc_start (shim->client_ttrpc);
+  shim->client = shimwatch_task_client_new (shim->client_ttrpc, "test", id, 3);
+  shim->target = shimwatch_health_scheduler_add (scheduler, shim->client, verdict_cb, shim);
+  return shim;
+}
+
+static void
+fake_shim_free (FakeShim *shim)
+{
+  if (shim->target != NULL)
+    shimwatch_health_scheduler_remove (shim->scheduler, shim->target);
+  shimwatch_ttrpc_close (shim->client_ttrpc);
+  shimwatch_ttrpc_close (shim->server);
+  g_object_unref (shim->client);
+  g_object_unref (shim->client_ttrpc);
+  g_object_unref (shim->server);
+  g_array_unref (shim->ticks);
+  g_free (shim);
+}
+
+static void
+run_until (gboolean (*done) (gpointer), gpointer data, guint timeout_s)
+{
+  gint64 deadline = g_get_monotonic_time () + timeout_s * G_USEC_PER_SEC;
+
+  while (!done (data))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+}
+
+typedef struct {
+  FakeShim **shims;
+  guint      n;
+  guint      rounds;
+} Fleet;
+
+static gboolean
+all_checked (gpointer data)
+{
+  Fleet *fleet = data;
+
+  for (guint i = 0; i < fleet->n; i++)
+    if (fleet->shims[i]->requests < fleet->rounds)
+      return FALSE;
+  return TRUE;
+}
+
+/* 40 shims added at once (as after a burst of CreateTask): one timer for all of them; they
+ * are checked in slices of N × tick / interval, every one once per round, not all at once */
+static void
+test_spread (void)
+{
+  g_autoptr(ShimwatchHealthScheduler) scheduler = shimwatch_health_scheduler_new (2000, 5000);
+  FakeShim *shims[40];
+  Fleet fleet = { shims, G_N_ELEMENTS (shims), 2 };
+  g_autoptr(GHashTable) per_tick = g_hash_table_new (g_direct_hash, g_direct_equal);
+  guint most = 0;
+  guint64 ticks_before;
+
+  shimwatch_health_scheduler_set_min_tick (scheduler, 250);
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    shims[i] = fake_shim_new (scheduler, i);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_targets (scheduler), ==, 40);
+  /* 2000 ms / 40 = 50 ms, below the shortest tick: 8 ticks per interval, 5 checks each */
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 250);
+
+  run_until (all_checked, &fleet, 30);
+  ticks_before = shimwatch_health_scheduler_get_n_ticks (scheduler);
+  g_assert_cmpuint (ticks_before, >=, 2 * 8 - 1);
+
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    {
+      /* once per round: the second check of each shim came a round after its first */
+      g_assert_cmpuint (shims[i]->ticks->len, >=, 2);
+      g_assert_cmpuint (g_array_index (shims[i]->ticks, guint64, 1) -
+                        g_array_index (shims[i]->ticks, guint64, 0), >=, 8 - 1);
+      g_assert_cmpuint (g_array_index (shims[i]->ticks, guint64, 1) -
+                        g_array_index (shims[i]->ticks, guint64, 0), <=, 8 + 1);
+      for (guint j = 0; j < 2; j++)
+        {
+          gpointer tick = GUINT_TO_POINTER ((guint) g_array_index (shims[i]->ticks, guint64, j));
+          guint count = GPOINTER_TO_UINT (g_hash_table_lookup (per_tick, tick)) + 1;
+
+          g_hash_table_insert (per_tick, tick, GUINT_TO_POINTER (count));
+          most = MAX (most, count);
+        }
+    }
+  /* the 80 checks of two rounds came in slices: 5 a tick (a request read an iteration
+   * late may count with the next tick's), never 40 at once */
+  g_test_message ("%u ticks with checks, at most %u checks in one", g_hash_table_size (per_tick),
+                  most);
+  g_assert_cmpuint (most, <=, 10);
+  g_assert_cmpuint (g_hash_table_size (per_tick), >=, 8);
+  /* all answered: nobody was ever unresponsive */
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    {
+      g_assert_cmpuint (shims[i]->verdicts, ==, 0);
+      fake_shim_free (shims[i]);
+    }
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_targets (scheduler), ==, 0);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 0);
+}
+
+/* the tick follows the number of targets: interval / N, never below the shortest tick;
+ * with 1,000 shims at 10 s, one tick a second checks 100 */
+static void
+test_tick_follows_targets (void)
+{
+  g_autoptr(ShimwatchHealthScheduler) scheduler = shimwatch_health_scheduler_new (10000, 5000);
+  g_autoptr(ShimwatchHealthScheduler) off = shimwatch_health_scheduler_new (0, 5000);
+  ShimwatchHealthTarget *targets[1000];
+  FakeShim *shim;
+
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 0);
+  shim = fake_shim_new (scheduler, 0);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 10000);
+  /* the same client a thousand times over: only the count matters here */
+  for (guint i = 1; i < G_N_ELEMENTS (targets); i++)
+    targets[i] = shimwatch_health_scheduler_add (scheduler, shim->client, verdict_cb, shim);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 1000);
+  for (guint i = 3; i < G_N_ELEMENTS (targets); i++)
+    shimwatch_health_scheduler_remove (scheduler, targets[i]);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 3333);
+  for (guint i = 1; i < 3; i++)
+    shimwatch_health_scheduler_remove (scheduler, targets[i]);
+  fake_shim_free (shim);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 0);
+
+  /* HealthInterval=0: targets are kept, never checked */
+  shim = fake_shim_new (off, 0);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (off), ==, 0);
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_ticks (off), ==, 0);
+  fake_shim_free (shim);
+}
+
+static gboolean
+verdict_seen (gpointer data)
+{
+  return ((FakeShim *) data)->verdicts > 0;
+}
+
+/* a hung shim: no answer by the deadline, unresponsive; no second check while the first
+ * waits; once it answers again, responsive again */
+static void
+test_deadline_and_recovery (void)
+{
+  g_autoptr(ShimwatchHealthScheduler) scheduler = shimwatch_health_scheduler_new (200, 500);
+  FakeShim *shim;
+  guint requests_when_hung;
+
+  shimwatch_health_scheduler_set_min_tick (scheduler, 50);
+  shim = fake_shim_new (scheduler, 0);
+  shim->hung = TRUE;
+  run_until (verdict_seen, shim, 20);
+  g_assert_false (shim->responsive);
+  g_assert_cmpuint (shim->verdicts, ==, 1);
+  /* ticks every 200 ms, deadline 500 ms: the ticks that came while the check waited did
+   * not start another (one more may have come in the verdict's own iteration) */
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_ticks (scheduler), >=, 3);
+  g_assert_cmpuint (shim->requests, <=, 2);
+  requests_when_hung = shim->requests;
+
+  shim->hung = FALSE;
+  shim->verdicts = 0;
+  run_until (verdict_seen, shim, 20);
+  g_assert_true (shim->responsive);
+  g_assert_cmpuint (shim->verdicts, ==, 1);
+  g_assert_cmpuint (shim->requests, >, requests_when_hung);
+  fake_shim_free (shim);
+}
+
+static gboolean
+checked_twice (gpointer data)
+{
+  return ((FakeShim *) data)->requests >= 2;
+}
+
+/* an answer that came well within the deadline, but had not been read when the deadline
+ * came (one target: the next tick is a whole interval away), still counts */
+static void
+test_unread_answer_in_time (void)
+{
+  g_autoptr(ShimwatchHealthScheduler) scheduler = shimwatch_health_scheduler_new (1500, 500);
+  FakeShim *shim;
+
+  shimwatch_health_scheduler_set_min_tick (scheduler, 50);
+  shim = fake_shim_new (scheduler, 0);
+  shim->delay_ms = 50;
+  run_until (checked_twice, shim, 20);
+  g_assert_cmpuint (shim->verdicts, ==, 0);
+  g_assert_true (shim->responsive);
+  fake_shim_free (shim);
+}
+
+static gboolean
+answered_cb_done (gpointer data)
+{
+  return *(gboolean *) data;
+}
+
+static void
+probe_done_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (shimwatch_task_client_probe_finish (SHIMWATCH_TASK_CLIENT (source), result,
+                                                     &error));
+  g_assert_no_error (error);
+  *(gboolean *) user_data = TRUE;
+}
+
+/* the answer to a DEFERRED call waits in the socket: the main loop does not wake for it;
+ * collecting reads it; the peer's hang-up is still seen at once */
+static void
+test_deferred_answer_wakes_nobody (void)
+{
+  g_autoptr(ShimwatchTtrpc) client_ttrpc = NULL;
+  g_autoptr(ShimwatchTaskClient) client = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchTtrpcRequest) request = NULL;
+  g_autoptr(GBytes) body = NULL;
+  guint8 header_raw[SHIMWATCH_TTRPC_HEADER_LENGTH];
+  ShimwatchTtrpcHeader header;
+  g_autofree guint8 *request_body = NULL;
+  gboolean answered = FALSE;
+  gsize length;
+  const guint8 *data;
+  int fds[2];
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  client_ttrpc = ttrpc_for_fd (fds[0]);
+  shimwatch_ttrpc_start (client_ttrpc);
+  client = shimwatch_task_client_new (client_ttrpc, "test", "raw", 3);
+  shimwatch_task_client_probe_async (client, 10000, probe_done_cb, &answered);
+
+  /* the peer, by hand: read the request, answer it */
+  g_assert_cmpint (read (fds[1], header_raw, sizeof header_raw), ==, sizeof header_raw);
+  shimwatch_wire_header_decode (header_raw, &header);
+  request_body = g_malloc (header.length);
+  g_assert_cmpint (read (fds[1], request_body, header.length), ==, (gssize) header.length);
+  request = shimwatch_wire_decode_request (request_body, header.length, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (request->method, ==, "Connect");
+  body = shimwatch_wire_encode_response (SHIMWATCH_GRPC_OK, NULL, NULL);
+  data = g_bytes_get_data (body, &length);
+  header.length = (guint32) length;
+  header.type = SHIMWATCH_TTRPC_TYPE_RESPONSE;
+  shimwatch_wire_header_encode (&header, header_raw);
+  g_assert_cmpint (write (fds[1], header_raw, sizeof header_raw), ==, sizeof header_raw);
+  g_assert_cmpint (write (fds[1], data, length), ==, (gssize) length);
+
+  /* nothing to do for the main loop, however often it looks */
+  for (guint i = 0; i < 5; i++)
+    g_assert_false (g_main_context_iteration (NULL, FALSE));
+  g_assert_false (answered);
+
+  shimwatch_ttrpc_collect (client_ttrpc);
+  run_until (answered_cb_done, &answered, 10);
+
+  /* idle, the connection still sees its peer go */
+  close (fds[1]);
+  while (!shimwatch_ttrpc_is_closed (client_ttrpc))
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static gboolean
+set_flag (gpointer data)
+{
+  *(gboolean *) data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+run_for (guint ms)
+{
+  gboolean over = FALSE;
+
+  g_timeout_add (ms, set_flag, &over);
+  while (!over)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static gboolean
+checked_once (gpointer data)
+{
+  return ((FakeShim *) data)->requests >= 1;
+}
+
+/* a connection that closes during a check gives no verdict (the disconnect path has the
+ * shim); a removed target gets no verdict either, and is never checked again */
+static void
+test_close_and_remove (void)
+{
+  g_autoptr(ShimwatchHealthScheduler) scheduler = shimwatch_health_scheduler_new (200, 600);
+  FakeShim *gone, *removed;
+
+  shimwatch_health_scheduler_set_min_tick (scheduler, 50);
+  gone = fake_shim_new (scheduler, 0);
+  removed = fake_shim_new (scheduler, 1);
+  gone->hung = TRUE;
+  removed->hung = TRUE;
+  run_until (checked_once, gone, 20);
+  run_until (checked_once, removed, 20);
+
+  shimwatch_ttrpc_close (gone->server);
+  shimwatch_health_scheduler_remove (scheduler, removed->target);
+  removed->target = NULL;
+  /* past the deadline of both checks, and a few more ticks */
+  run_for (1500);
+  g_assert_true (shimwatch_ttrpc_is_closed (gone->client_ttrpc));
+  g_assert_cmpuint (gone->verdicts, ==, 0);
+  g_assert_true (gone->responsive);
+  g_assert_cmpuint (removed->verdicts, ==, 0);
+  g_assert_cmpuint (removed->requests, ==, 1);
+  fake_shim_free (gone);
+  fake_shim_free (removed);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/health-scheduler/spread", test_spread);
+  g_test_add_func ("/health-scheduler/tick-follows-targets", test_tick_follows_targets);
+  g_test_add_func ("/health-scheduler/deadline-and-recovery", test_deadline_and_recovery);
+  g_test_add_func ("/health-scheduler/unread-answer-in-time", test_unread_answer_in_time);
+  g_test_add_func ("/health-scheduler/close-and-remove", test_close_and_remove);
+  g_test_add_func ("/ttrpc/deferred-answer-wakes-nobody", test_deferred_answer_wakes_nobody);
+
+  return g_test_run ();
+}
