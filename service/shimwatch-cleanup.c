@@ -18,6 +18,7 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
+#include "shimwatch-poller.h"
 
 #define KILL_WAIT_MS       2000
 #define CGROUP_POLL_MS     5
@@ -78,7 +79,7 @@ typedef struct {
   ShimwatchCgroupHost        *cgroups;
   ShimwatchCleanupKilledFunc  killed;
   gpointer                    killed_data;
-  guint                       pidfd_watch;
+  ShimwatchPollerWatch       *pidfd_watch;
   guint                       kill_timeout;
   guint                       cgroup_poll;
   gboolean                    init_dead;
@@ -88,7 +89,7 @@ typedef struct {
 static void
 run_data_free (RunData *data)
 {
-  g_clear_handle_id (&data->pidfd_watch, g_source_remove);
+  g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   g_clear_pointer (&data->cgroups, shimwatch_cgroup_host_unref);
@@ -448,7 +449,7 @@ task_dead (GTask   *task,
 {
   RunData *data = g_task_get_task_data (task);
 
-  g_clear_handle_id (&data->pidfd_watch, g_source_remove);
+  g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   if (dead && data->request->cgroup_path != NULL &&
@@ -488,14 +489,14 @@ cgroup_poll_cb (gpointer user_data)
 }
 
 static gboolean
-pidfd_ready_cb (int          fd,
-                GIOCondition condition,
-                gpointer     user_data)
+pidfd_ready_cb (int                   fd,
+                ShimwatchPollerEvents events,
+                gpointer              user_data)
 {
   GTask *task = user_data;
   RunData *data = g_task_get_task_data (task);
 
-  data->pidfd_watch = 0;
+  data->pidfd_watch = NULL;
   data->init_dead = TRUE;
   if (cgroup_poll_cb (task) == G_SOURCE_CONTINUE)
     data->cgroup_poll = g_timeout_add (CGROUP_POLL_MS, cgroup_poll_cb, task);
@@ -553,7 +554,12 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
         log_step (request, G_LOG_LEVEL_WARNING, "SIGKILL to task process %u: %s",
                   request->task_pid, g_strerror (errno));
       /* the pidfd turns readable when the process has exited (zombie or reaped) */
-      data->pidfd_watch = g_unix_fd_add (request->pidfd, G_IO_IN, pidfd_ready_cb, task);
+      data->pidfd_watch = shimwatch_poller_add (shimwatch_poller_get_default (), request->pidfd,
+                                                SHIMWATCH_POLLER_IN, pidfd_ready_cb, task, NULL,
+                                                NULL);
+      if (data->pidfd_watch == NULL)
+        log_step (request, G_LOG_LEVEL_WARNING, "cannot watch task process %u: its death is "
+                  "known at the kill timeout", request->task_pid);
       data->kill_timeout = g_timeout_add (KILL_WAIT_MS, kill_timeout_cb, task);
       return;
     }

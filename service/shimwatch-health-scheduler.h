@@ -24,6 +24,8 @@
 
 G_BEGIN_DECLS
 
+/* a check not answered within this is a verdict: unresponsive */
+#define SHIMWATCH_HEALTH_TIMEOUT_MS 5000
 /* the shortest tick, so that even many shims cost at most one wakeup per second */
 #define SHIMWATCH_HEALTH_MIN_TICK_MS 1000
 

@@ -35,6 +35,7 @@ struct _ShimwatchManager
   ShimwatchLauncher            *launcher;
   ShimwatchCgroupHost          *cgroups;
   ShimwatchCleanup             *cleanup;
+  ShimwatchHealthScheduler     *health;     /* the health checks of every shim */
   ShimwatchEventsServer        *events;
   ShimwatchAuthority           *authority;
   ShimwatchLogStore            *logs;

@@ -566,6 +566,7 @@ shimwatch_manager_shim_services (ShimwatchManager *self)
     .authority = self->authority,
     .publisher = self->publisher,
     .runc_root = self->runc_root,
+    .health = self->health,
   };
 }
 
@@ -652,6 +653,8 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   self->launcher = shimwatch_launcher_new (&launcher_config);
   self->cleanup = shimwatch_cleanup_new (self->launcher, self->cgroups,
                                          config->cleanup_concurrency);
+  self->health = shimwatch_health_scheduler_new (config->health_interval_ms,
+                                                 SHIMWATCH_HEALTH_TIMEOUT_MS);
   if (!make_dir (config->state_dir, 0700, error))
     return NULL;
   {
@@ -732,6 +735,7 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_object (&self->logs);
   g_clear_object (&self->events);
   g_clear_object (&self->cleanup);
+  g_clear_object (&self->health);
   g_clear_object (&self->launcher);
   g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
   shimwatch_cgroup_claims_free (self->cgroup_users);

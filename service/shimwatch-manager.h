@@ -12,6 +12,7 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-dbus-generated.h"
+#include "shimwatch-health-scheduler.h"
 #include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-signal-ledger.h"

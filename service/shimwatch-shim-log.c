@@ -13,6 +13,7 @@
 
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
+#include "shimwatch-poller.h"
 #include "shimwatch-shim-log.h"
 
 #define MAX_LINE 8192
@@ -24,7 +25,7 @@ struct _ShimwatchShimLog
   char    *namespace_;
   char    *id;
   int      fd;
-  guint    watch_id;
+  ShimwatchPollerWatch *watch;
   GString *line;
 };
 
@@ -43,9 +44,9 @@ emit_line (ShimwatchShimLog *self)
 }
 
 static gboolean
-readable_cb (int          fd,
-             GIOCondition condition,
-             gpointer     user_data)
+readable_cb (int                   fd,
+             ShimwatchPollerEvents events,
+             gpointer              user_data)
 {
   ShimwatchShimLog *self = user_data;
   char buffer[4096];
@@ -103,7 +104,10 @@ shimwatch_shim_log_open (const char  *task_dir,
                    "cannot open the shim log FIFO %s: %s", path, g_strerror (saved_errno));
       return NULL;
     }
-  self->watch_id = g_unix_fd_add (self->fd, G_IO_IN, readable_cb, self);
+  self->watch = shimwatch_poller_add (shimwatch_poller_get_default (), self->fd,
+                                      SHIMWATCH_POLLER_IN, readable_cb, self, NULL, error);
+  if (self->watch == NULL)
+    return NULL;
   return g_steal_pointer (&self);
 }
 
@@ -114,9 +118,9 @@ shimwatch_shim_log_close (ShimwatchShimLog *self)
 
   if (self->fd < 0)
     return;
-  readable_cb (self->fd, G_IO_IN, self);
+  readable_cb (self->fd, SHIMWATCH_POLLER_IN, self);
   emit_line (self);
-  g_clear_handle_id (&self->watch_id, g_source_remove);
+  g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
   g_close (self->fd, NULL);
   self->fd = -1;
 }

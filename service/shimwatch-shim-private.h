@@ -12,7 +12,9 @@
 #include "shimwatch-cgroup.h"
 #include "shimwatch-cleanup.h"
 #include "shimwatch-error.h"
+#include "shimwatch-health-scheduler.h"
 #include "shimwatch-logging.h"
+#include "shimwatch-poller.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-shim-state.h"
@@ -23,7 +25,6 @@ G_BEGIN_DECLS
 
 #define RPC_TIMEOUT_MS      10000
 #define SHUTDOWN_TIMEOUT_MS 3000
-#define HEALTH_TIMEOUT_MS   5000
 
 struct _ShimwatchShim
 {
@@ -44,9 +45,8 @@ struct _ShimwatchShim
   gulong               closed_id;
   int                  task_pidfd;
   int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
-  guint                shim_pidfd_watch;
-  guint                health_timer;
-  gboolean             health_pending;
+  ShimwatchPollerWatch *shim_pidfd_watch;
+  ShimwatchHealthTarget *health;        /* in the health checks while connected */
 
   gboolean             exported;
   gboolean             persistent;       /* a record exists and follows every change */

@@ -8,15 +8,15 @@
 
 #include <sys/pidfd.h>
 #include <unistd.h>
-#include <glib-unix.h>
 
 #include "shimwatch-shim-private.h"
 
 void
 shimwatch_shim_stop_watching (ShimwatchShim *self)
 {
-  g_clear_handle_id (&self->shim_pidfd_watch, g_source_remove);
-  g_clear_handle_id (&self->health_timer, g_source_remove);
+  g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
+  if (self->health != NULL)
+    shimwatch_health_scheduler_remove (self->services.health, g_steal_pointer (&self->health));
   if (self->shim_pidfd >= 0)
     {
       close (self->shim_pidfd);
@@ -33,13 +33,13 @@ connection_closed_cb (ShimwatchTtrpc *ttrpc,
 }
 
 static gboolean
-shim_process_exited_cb (int          fd,
-                        GIOCondition condition,
-                        gpointer     user_data)
+shim_process_exited_cb (int                   fd,
+                        ShimwatchPollerEvents events,
+                        gpointer              user_data)
 {
   ShimwatchShim *self = user_data;
 
-  self->shim_pidfd_watch = 0;
+  self->shim_pidfd_watch = NULL;
   /* normally the socket's EOF comes first; if not, a child inherited the socket */
   if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     {
@@ -52,45 +52,24 @@ shim_process_exited_cb (int          fd,
   return G_SOURCE_REMOVE;
 }
 
+/* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler
+ * does, for every shim, and tells when the answer changes) */
 static void
-health_cb (GObject      *source,
-           GAsyncResult *result,
-           gpointer      user_data)
+health_changed_cb (gboolean responsive,
+                   gpointer user_data)
 {
-  g_autoptr(ShimwatchShim) self = user_data;
-  g_autoptr(GError) error = NULL;
+  ShimwatchShim *self = user_data;
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  gboolean answered;
 
-  self->health_pending = FALSE;
-  answered = shimwatch_task_client_connect_finish (SHIMWATCH_TASK_CLIENT (source), result, NULL,
-                                                   NULL, &error);
-  if (!answered && !g_error_matches (error, SHIMWATCH_TTRPC_ERROR,
-                                     SHIMWATCH_GRPC_DEADLINE_EXCEEDED))
-    return;      /* closed: the disconnect path has it */
-  if (answered == shimwatch_dbus_shim_get_responsive (iface))
+  if (responsive == shimwatch_dbus_shim_get_responsive (iface))
     return;
-  shimwatch_dbus_shim_set_responsive (iface, answered);
-  if (answered)
+  shimwatch_dbus_shim_set_responsive (iface, responsive);
+  if (responsive)
     shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "responsive", "shim answers again");
   else
     shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "unresponsive",
-                        "shim does not answer within %u ms; Reap can clean it up", HEALTH_TIMEOUT_MS);
-}
-
-/* no keepalive in ttrpc: a hung shim is only seen by asking it */
-static gboolean
-health_timer_cb (gpointer user_data)
-{
-  ShimwatchShim *self = user_data;
-
-  if (shimwatch_shim_is_connected (self) && !self->health_pending && self->handle != NULL)
-    {
-      self->health_pending = TRUE;
-      shimwatch_task_client_connect_async (self->handle->client, HEALTH_TIMEOUT_MS, health_cb,
-                                           g_object_ref (self));
-    }
-  return G_SOURCE_CONTINUE;
+                        "shim does not answer within %u ms; Reap can clean it up",
+                        SHIMWATCH_HEALTH_TIMEOUT_MS);
 }
 
 void
@@ -115,12 +94,22 @@ shimwatch_shim_attach (ShimwatchShim       *self,
       self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
       self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
       if (self->shim_pidfd >= 0)
-        self->shim_pidfd_watch = g_unix_fd_add (self->shim_pidfd, G_IO_IN,
-                                                shim_process_exited_cb, self);
+        {
+          g_autoptr(GError) error = NULL;
+
+          self->shim_pidfd_watch = shimwatch_poller_add (shimwatch_poller_get_default (),
+                                                         self->shim_pidfd, SHIMWATCH_POLLER_IN,
+                                                         shim_process_exited_cb, self, NULL,
+                                                         &error);
+          if (self->shim_pidfd_watch == NULL)
+            shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create",
+                                "cannot watch shim process %u: %s (its death is seen when "
+                                "its socket closes)", handle->shim_pid, error->message);
+        }
     }
-  if (self->services.config->health_interval_ms > 0)
-    self->health_timer = g_timeout_add (self->services.config->health_interval_ms,
-                                        health_timer_cb, self);
+  if (self->services.config->health_interval_ms > 0 && self->services.health != NULL)
+    self->health = shimwatch_health_scheduler_add (self->services.health, handle->client,
+                                                   health_changed_cb, self);
   if (shimwatch_ttrpc_is_closed (ttrpc))
     {
       g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,

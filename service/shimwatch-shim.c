@@ -1169,6 +1169,7 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
     .authority = services->authority != NULL ? g_object_ref (services->authority) : NULL,
     .publisher = g_object_ref (services->publisher),
     .runc_root = g_strdup (services->runc_root),
+    .health = services->health != NULL ? g_object_ref (services->health) : NULL,
   };
   self->namespace_ = g_strdup (namespace_);
   self->id = g_strdup (id);
@@ -1230,6 +1231,7 @@ shimwatch_shim_finalize (GObject *object)
   g_clear_object (&self->services.cleanup);
   g_clear_object (&self->services.authority);
   g_clear_object (&self->services.publisher);
+  g_clear_object (&self->services.health);
   g_free ((char *) self->services.runc_root);
   g_clear_pointer (&self->all_properties, g_variant_unref);
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->finalize (object);

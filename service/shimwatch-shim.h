@@ -14,6 +14,7 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-config.h"
 #include "shimwatch-dbus-generated.h"
+#include "shimwatch-health-scheduler.h"
 #include "shimwatch-launcher.h"
 #include "shimwatch-publisher.h"
 #include "shimwatch-task-log.h"
@@ -28,6 +29,7 @@ typedef struct {
   ShimwatchAuthority    *authority;  /* polkit checks of its methods */
   ShimwatchPublisher    *publisher;  /* bus connection, signal ledger, records, history */
   const char            *runc_root;  /* runc's state directory of the service's tasks */
+  ShimwatchHealthScheduler *health;  /* the health checks of every shim */
 } ShimwatchShimServices;
 
 #define SHIMWATCH_TYPE_SHIM (shimwatch_shim_get_type ())

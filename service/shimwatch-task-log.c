@@ -15,6 +15,7 @@
 #include "shimwatch-error.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
+#include "shimwatch-poller.h"
 #include "shimwatch-task-log.h"
 
 #define TIME_LEN        27                /* 2026-12-02T21:45:54.123456Z */
@@ -26,7 +27,7 @@ typedef struct {
   const char *name;          /* "stdout", "stderr" */
   char       *fifo;
   int         fd;
-  guint       watch;
+  ShimwatchPollerWatch *watch;
   GString    *partial;       /* a line whose newline has not come yet */
 } Stream;
 
@@ -359,9 +360,9 @@ typedef struct {
 } WatchData;
 
 static gboolean
-stream_readable_cb (int          fd,
-                    GIOCondition condition,
-                    gpointer     user_data)
+stream_readable_cb (int                   fd,
+                    ShimwatchPollerEvents events,
+                    gpointer              user_data)
 {
   WatchData *watch = user_data;
 
@@ -373,7 +374,7 @@ static void
 close_stream (ShimwatchTaskLog *self,
               Stream           *stream)
 {
-  g_clear_handle_id (&stream->watch, g_source_remove);
+  g_clear_pointer (&stream->watch, shimwatch_poller_watch_remove);
   if (stream->fd >= 0)
     g_close (stream->fd, NULL);
   stream->fd = -1;
@@ -416,8 +417,15 @@ open_stream (ShimwatchTaskLog  *self,
   watch = g_new0 (WatchData, 1);
   watch->self = self;
   watch->stream = stream;
-  stream->watch = g_unix_fd_add_full (G_PRIORITY_DEFAULT, stream->fd, G_IO_IN,
-                                      stream_readable_cb, watch, g_free);
+  stream->watch = shimwatch_poller_add (shimwatch_poller_get_default (), stream->fd,
+                                        SHIMWATCH_POLLER_IN, stream_readable_cb, watch, g_free,
+                                        error);
+  if (stream->watch == NULL)
+    {
+      g_free (watch);
+      close_stream (self, stream);
+      return FALSE;
+    }
   return TRUE;
 }
 
