@@ -536,7 +536,7 @@ call_timeout_cb (gpointer user_data)
   ShimwatchTtrpc *self = g_task_get_source_object (task);
   CallData *data = g_task_get_task_data (task);
 
-  g_autoptr(GTask) keep = g_object_ref (task);
+  g_autoptr(GTask) keep G_GNUC_UNUSED = g_object_ref (task);
 
   g_clear_pointer (&data->timeout_source, g_source_unref);
   /* a deferred call's answer may be waiting, unread: it counts if it came in time */
