@@ -18,7 +18,7 @@ struct _ShimwatchPoller
 {
   GSource  source;
   int      epfd;
-  guint    n_watches;
+  GQueue   watches;   /* every watch added and not removed: the poller owns them */
 };
 
 struct _ShimwatchPollerWatch
@@ -31,6 +31,7 @@ struct _ShimwatchPollerWatch
   GDestroyNotify         destroy;
   guint                  ref_count;   /* 1 while added, +1 while in a dispatched batch */
   gboolean               removed;
+  GList                  link;        /* in poller->watches while added */
 };
 
 static guint32
@@ -174,7 +175,7 @@ guint
 shimwatch_poller_get_n_watches (ShimwatchPoller *self)
 {
   g_return_val_if_fail (self != NULL, 0);
-  return self->n_watches;
+  return self->watches.length;
 }
 
 ShimwatchPollerWatch *
@@ -213,7 +214,8 @@ shimwatch_poller_add (ShimwatchPoller        *self,
   watch->user_data = user_data;
   watch->destroy = destroy;
   watch->ref_count = 1;
-  self->n_watches++;
+  watch->link.data = watch;
+  g_queue_push_tail_link (&self->watches, &watch->link);
   return watch;
 }
 
@@ -265,7 +267,7 @@ shimwatch_poller_watch_remove (ShimwatchPollerWatch *watch)
   g_return_if_fail (watch != NULL && !watch->removed);
 
   watch->removed = TRUE;
-  watch->poller->n_watches--;
+  g_queue_unlink (&watch->poller->watches, &watch->link);
   /* EBADF/ENOENT: the fd was closed first, and the kernel dropped it from the set itself */
   if (epoll_ctl (watch->poller->epfd, EPOLL_CTL_DEL, watch->fd, NULL) != 0 &&
       errno != EBADF && errno != ENOENT)
