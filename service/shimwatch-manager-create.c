@@ -377,7 +377,8 @@ create_caller_known_cb (GObject      *source,
       return;
     }
   data->command = read_command (data->task_dir, &error);
-  if (data->command == NULL)
+  if (data->command == NULL ||
+      !shimwatch_stdio_prepare (data->stdio, data->task_dir, &error))
     {
       create_fail (data, error);
       return;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,4 +266,47 @@ shimwatch_stdio_check (char * const           *stdio,
       break;
     }
   return !has_value (stdio[0]) || check_path (caller, "stdin", stdio[0], R_OK, error);
+}
+
+/* containerd-shim-runc-v2 (1.6, Debian 12's) copies stdout and stderr into one file through
+ * one descriptor when their names are equal, and closes it as soon as stdout ends: what
+ * the task writes to stderr after that is lost ("error copying stderr" in its log). So
+ * the shim gets two names for the file, and opens it twice. */
+gboolean
+shimwatch_stdio_prepare (char       **stdio,
+                         const char  *task_dir,
+                         GError     **error)
+{
+  g_autofree char *link = NULL;
+  struct stat st;
+
+  if (kind_of (stdio[1]) == KIND_FILE)
+    {
+      g_autofree char *path = g_strdup (uri_path (stdio[1], "file"));
+      int fd;
+
+      /* what the shim does for file://, then the file is a plain path to it */
+      fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY | O_CLOEXEC, 0644);
+      if (fd < 0)
+        return invalid (error, "option \"stdout\": %s: %s", path, g_strerror (errno));
+      close (fd);
+      g_free (stdio[1]);
+      stdio[1] = g_steal_pointer (&path);
+      g_free (stdio[2]);
+      stdio[2] = g_strdup (stdio[1]);
+    }
+  if (kind_of (stdio[1]) != KIND_PATH || !has_value (stdio[2]) ||
+      !g_str_equal (stdio[1], stdio[2]) || stat (stdio[1], &st) != 0 || !S_ISREG (st.st_mode))
+    return TRUE;   /* a FIFO is opened once per stream anyway */
+
+  link = g_build_filename (task_dir, SHIMWATCH_STDIO_STDERR_LINK, NULL);
+  if (symlink (stdio[1], link) != 0)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
+                   "cannot link %s to the task's output file: %s", link, g_strerror (errno));
+      return FALSE;
+    }
+  g_free (stdio[2]);
+  stdio[2] = g_steal_pointer (&link);
+  return TRUE;
 }

@@ -5,8 +5,8 @@
  * decides for all three:
  *
  *   /abs/path           a FIFO (or a regular file, appended to) the shim copies to
- *   file:///abs/path    a file the shim appends stdout and stderr to (it creates it, and
- *                       its directory, as root)
+ *   file:///abs/path    a file stdout and stderr are appended to (created as root; its
+ *                       directory must exist): see shimwatch_stdio_prepare()
  *   binary:///abs/prog?k=v  a logging program the shim runs as root, with the task's
  *                       output on its fds 3 and 4; only one from the runtime directories
  *
@@ -40,6 +40,18 @@ gboolean shimwatch_stdio_parse        (char                **stdio,
 gboolean shimwatch_stdio_check        (char * const          *stdio,
                                        const char * const    *runtime_dirs,
                                        const ShimwatchCaller *caller,
+                                       GError               **error);
+
+/* in the task directory: stderr's name for a file stdout goes to as well */
+#define SHIMWATCH_STDIO_STDERR_LINK "stderr-file"
+
+/* Just before the shim is asked to create the task, as root: turns what
+ * containerd-shim-runc-v2 would mishandle into what it does not. A file:// URI becomes the
+ * file itself (created as the shim would create it), and stdout and stderr going to the
+ * same regular file get two names for it (stderr a symlink in @task_dir): with one name
+ * the shim closes the file when stdout ends and loses stderr's later output. */
+gboolean shimwatch_stdio_prepare      (char                 **stdio,
+                                       const char            *task_dir,
                                        GError               **error);
 
 G_END_DECLS

@@ -1104,6 +1104,31 @@ class HostileInputTests(ShimwatchTestCase):
         self.call(path, SHIM, "Delete")
         wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
 
+    def test_stderr_after_stdout_closed_reaches_the_file(self):
+        """Regression (test_stdout_file_uri_works failed about 1 run in 3): with stdout and
+        stderr in one file the real shim copied both through one descriptor and closed it
+        when stdout ended, so stderr written later was lost ("error copying stderr"). The
+        task here closes stdout first, which made the loss certain."""
+        script = "echo to-stdout; exec 1>&-; sleep 1; echo to-stderr >&2"
+        os.makedirs(os.path.join(self.dir, "logs"))
+        for name, uri in (("uri", True), ("path", False)):
+            task_id = f"late-stderr-{name}"
+            bundle = self.make_bundle(task_id, ["sh", "-c", script])
+            out = os.path.join(self.dir, "logs", f"{name}.log")
+            if uri:
+                options = {"stdout": GLib.Variant("s", "file://" + out)}
+            else:
+                open(out, "w").close()
+                options = {"stdout": GLib.Variant("s", out), "stderr": GLib.Variant("s", out)}
+            path = self.create_task("default", task_id, bundle, options)
+            wait_until(lambda: self.signals.named("TaskExit", id=task_id), 15, "TaskExit")
+            self.assertEqual(self.signals.named("TaskExit", id=task_id)[0][2][5], 0)
+            wait_until(lambda: "to-stderr" in open(out).read(), 10, f"stderr in {out}")
+            with open(out) as f:
+                self.assertEqual(f.read().split(), ["to-stdout", "to-stderr"], name)
+            self.call(path, SHIM, "Delete")
+            wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10, "removal")
+
     def test_wrong_state_is_bad_state(self):
         """Item 13: Start of a running task and Kill of a stopped one are BadState, not
         ShimFailed in runc's words."""

@@ -363,6 +363,67 @@ test_stdio_parse (void)
     }
 }
 
+/* the runc shim closes a file given as both stdout and stderr when stdout ends, losing
+ * stderr's later output: it gets two names for the file */
+static void
+test_stdio_prepare (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("swstdio-XXXXXX", NULL);
+  g_autofree char *task_dir = g_build_filename (dir, "task", NULL);
+  g_autofree char *file = g_build_filename (dir, "out.log", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "out.fifo", NULL);
+  g_autofree char *link = g_build_filename (task_dir, SHIMWATCH_STDIO_STDERR_LINK, NULL);
+  g_autofree char *target = NULL;
+  g_autoptr(GError) error = NULL;
+  char *stdio[3] = { NULL, g_strconcat ("file://", file, NULL), NULL };
+  struct stat st;
+
+  g_assert_cmpint (g_mkdir (task_dir, 0700), ==, 0);
+  g_assert_true (shimwatch_stdio_parse (stdio, FALSE, &error));
+  g_assert_true (shimwatch_stdio_prepare (stdio, task_dir, &error));
+  g_assert_no_error (error);
+  /* created as the shim would, then a plain path for stdout and a link for stderr */
+  g_assert_cmpint (stat (file, &st), ==, 0);
+  g_assert_true (S_ISREG (st.st_mode));
+  g_assert_cmpstr (stdio[1], ==, file);
+  g_assert_cmpstr (stdio[2], ==, link);
+  target = g_file_read_link (link, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (target, ==, file);
+  g_unlink (link);
+
+  /* one regular file as both plain paths: the same */
+  g_free (stdio[2]);
+  stdio[2] = g_strdup (file);
+  g_assert_true (shimwatch_stdio_prepare (stdio, task_dir, &error));
+  g_assert_cmpstr (stdio[1], ==, file);
+  g_assert_cmpstr (stdio[2], ==, link);
+  g_unlink (link);
+
+  /* a FIFO is opened once per stream anyway; two paths are two files already */
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  for (guint i = 1; i < 3; i++)
+    {
+      g_free (stdio[i]);
+      stdio[i] = g_strdup (fifo);
+    }
+  g_assert_true (shimwatch_stdio_prepare (stdio, task_dir, &error));
+  g_assert_cmpstr (stdio[2], ==, fifo);
+  g_free (stdio[2]);
+  stdio[2] = g_strdup (file);
+  g_assert_true (shimwatch_stdio_prepare (stdio, task_dir, &error));
+  g_assert_cmpstr (stdio[1], ==, fifo);
+  g_assert_cmpstr (stdio[2], ==, file);
+  g_assert_false (g_file_test (link, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK));
+
+  for (guint i = 0; i < 3; i++)
+    g_free (stdio[i]);
+  g_unlink (fifo);
+  g_unlink (file);
+  g_rmdir (task_dir);
+  g_rmdir (dir);
+}
+
 static void
 test_error_names (void)
 {
@@ -1222,6 +1283,7 @@ main (int    argc,
   g_test_add_func ("/service/config-mistakes", test_config_mistakes);
   g_test_add_func ("/service/untrusted-files", test_untrusted_files);
   g_test_add_func ("/service/stdio-parse", test_stdio_parse);
+  g_test_add_func ("/service/stdio-prepare", test_stdio_prepare);
   g_test_add_func ("/service/error-names", test_error_names);
   g_test_add_func ("/service/error-convert", test_error_convert);
   g_test_add_func ("/service/authority-results", test_authority_results);
