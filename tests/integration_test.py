@@ -1441,10 +1441,13 @@ class PolkitTests(ShimwatchTestCase):
         self.assertIn("AUTHENTICATING FOR org.shimwatch.reap", shown)
         self.assertIn("kill the shim of container named in namespace default", shown)
         shown = self.polkit_prompt(self.NOBODY, path, SHIM + ".Kill", "9", "false")
-        self.assertIn("delete the supervised container named in namespace default", shown)
+        # it names everything the action covers (Stop, Pause, Resume, SetLabels too)
+        self.assertIn("create, start, stop, signal, pause, resume, delete or change the labels "
+                      "of the supervised container named in namespace default", shown)
         shown = self.polkit_prompt(self.NOBODY, MANAGER_PATH, MANAGER + ".CreateTask",
                                    "otherns", "fresh", self.bundle, "{}", language="de_DE.UTF-8")
-        self.assertIn("überwachten Containers fresh im Namensraum otherns", shown)
+        self.assertIn("Pausieren, Fortsetzen, Löschen oder Ändern der Labels des überwachten "
+                      "Containers fresh im Namensraum otherns", shown)
         # nothing was authorized: the task still runs, nothing new exists
         self.assertEqual(self.prop(path, "Status"), "running")
         self.assertFalse(os.path.exists(self.task_dir("otherns", "fresh")))
