@@ -953,7 +953,7 @@ class HostileInputTests(ShimwatchTestCase):
         os.mkfifo(self.config)
         self.stop_daemon()
         argv = WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
-                                  "--config", self.config]
+                                  "--state-dir", self.state_dir, "--config", self.config]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("not a regular file", proc.stderr)
@@ -1569,6 +1569,7 @@ class DenialOfServiceTests(ShimwatchTestCase):
         events = os.path.join(self.runtime_dir, "events.sock")
         before = os.stat(events)
         proc = subprocess.run(WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
+                                                 "--state-dir", self.state_dir,
                                                  "--config", self.config],
                               capture_output=True, text=True, timeout=30)
         self.assertEqual(proc.returncode, 3, proc.stderr)

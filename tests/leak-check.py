@@ -7,9 +7,11 @@
 
 `snapshot` records what exists: processes, shim sockets in /run/containerd/s, every cgroup
 of every hierarchy (each cgroup v1 hierarchy and cgroup2, whole trees, not fixed names),
-mounts, runc containers under the roots the tests and the shims use, and the suite's own
-temporary directories. `compare` waits a while for what the suite started to go away, then
-fails naming everything new that is still there. Output: TAP, one case per kind of thing.
+mounts, runc containers under the roots the tests and the shims use, the suite's own
+temporary directories, and what is in the service's default state directory
+(/var/lib/shimwatch: every test gives the service a state directory of its own).
+`compare` waits a while for what the suite started to go away, then fails naming
+everything new that is still there. Output: TAP, one case per kind of thing.
 
 A process counts as the suite's when it was started after the snapshot and carries the
 suite's marker in its environment (SHIMWATCH_TEST_SUITE, set by meson for every test and
@@ -28,6 +30,8 @@ MARKER = "SHIMWATCH_TEST_SUITE"
 SOCKET_DIR = "/run/containerd/s"
 # runc's default root, and the shims' own default (containerd's /run/containerd/runc/<ns>)
 RUNC_ROOTS = ["/run/runc", "/run/containerd/runc"]
+# shimwatchd's state directory when given none (task output, history)
+STATE_DIR = "/var/lib/shimwatch"
 # what the tests' temporary entries in /tmp are called: g_dir_make_tmp / mkdtemp / mktemp
 # names ("swreal-3KQ2Z1", "shimwatch-bus-Ab3xYz") and the test shim's sockets; anything
 # else in /tmp (someone's scratch files on a shared machine) is not the suite's
@@ -113,6 +117,18 @@ def tmp_entries():
         return set()
 
 
+def service_state():
+    """What is in the service's default state directory: the tests, benchmarks and demo
+    give the service one of their own, so a run must not create or add to this one."""
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(STATE_DIR):
+        found.add(dirpath)
+        found.update(os.path.join(dirpath, n) for n in dirnames + filenames)
+        if len(found) > 10000:
+            break
+    return found
+
+
 def runc_roots(extra_dirs=()):
     """Every runc root: the defaults, each namespace's root below them, and any runc root
     inside directories the suite left behind (a root is a directory of <id>/state.json)."""
@@ -151,6 +167,7 @@ def snapshot():
         "mounts": sorted(mounts()),
         "runc": sorted(runc_containers()),
         "tmp": sorted(tmp_entries()),
+        "state": sorted(service_state()),
     }
 
 
@@ -213,6 +230,7 @@ def leftovers(state, marker):
         "mounts": sorted(mounts() - set(state["mounts"])),
         "runc": [f"{k} ({v})" for k, v in sorted(containers.items()) if k not in state["runc"]],
         "tmp": tmp,
+        "state": sorted(service_state() - set(state.get("state", []))),
     }
 
 
@@ -223,6 +241,7 @@ CASES = [
     ("mounts", "no mount left"),
     ("runc", "no runc container left"),
     ("tmp", "no temporary directory of the suite left in /tmp"),
+    ("state", f"nothing written to the service's default state directory {STATE_DIR}"),
 ]
 
 
