@@ -17,6 +17,7 @@ static const GDBusErrorEntry shimwatch_error_entries[] = {
   { SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN, ERROR_PREFIX "NotAuthorizedCanObtain" },
   { SHIMWATCH_ERROR_SHIM_FAILED, ERROR_PREFIX "ShimFailed" },
   { SHIMWATCH_ERROR_BUSY, ERROR_PREFIX "Busy" },
+  { SHIMWATCH_ERROR_NOT_SUPPORTED, ERROR_PREFIX "NotSupported" },
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (shimwatch_error_entries) == SHIMWATCH_N_ERRORS);
 

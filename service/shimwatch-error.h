@@ -19,8 +19,9 @@ typedef enum {
   SHIMWATCH_ERROR_NOT_AUTHORIZED_CAN_OBTAIN,
   SHIMWATCH_ERROR_SHIM_FAILED,
   SHIMWATCH_ERROR_BUSY,                 /* API 1.1: a limit was hit; try again later */
+  SHIMWATCH_ERROR_NOT_SUPPORTED,        /* API 1.1: the runtime or the task's owner cannot */
 } ShimwatchError;
-#define SHIMWATCH_N_ERRORS (SHIMWATCH_ERROR_BUSY + 1)
+#define SHIMWATCH_N_ERRORS (SHIMWATCH_ERROR_NOT_SUPPORTED + 1)
 
 #define SHIMWATCH_ERROR (shimwatch_error_quark ())
 GQuark shimwatch_error_quark (void);

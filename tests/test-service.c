@@ -428,7 +428,8 @@ static void
 test_error_names (void)
 {
   const char *names[] = { "Failed", "InvalidArgument", "NotFound", "AlreadyExists", "BadState",
-                          "NotAuthorized", "NotAuthorizedCanObtain", "ShimFailed", "Busy" };
+                          "NotAuthorized", "NotAuthorizedCanObtain", "ShimFailed", "Busy",
+                          "NotSupported" };
 
   g_assert_cmpuint (G_N_ELEMENTS (names), ==, SHIMWATCH_N_ERRORS);
 
