@@ -615,3 +615,25 @@ shimwatch_cleanup_init (ShimwatchCleanup *self)
 {
   g_queue_init (&self->waiting);
 }
+
+gboolean
+shimwatch_cleanup_remove_tree (const char  *parent,
+                               const char  *name,
+                               GError     **error)
+{
+  int parent_fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  gboolean ok;
+
+  if (parent_fd < 0)
+    return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
+                                                  "open %s: %s", parent, g_strerror (errno)), FALSE);
+  ok = remove_tree_at (parent_fd, name, error);
+  close (parent_fd);
+  return ok;
+}
+
+void
+shimwatch_cleanup_unmount_under (const char *path)
+{
+  unmount_under (path);
+}

@@ -91,5 +91,12 @@ guint shimwatch_cleanup_kill_processes_in (const char *dir);
 /* the thread part, also usable on its own (unit tests, Reap of leftovers) */
 gboolean shimwatch_cleanup_remove_task_dir (const char  *task_dir,
                                             GError     **error);
+/* remove parent/name and everything below it, never crossing into another file system;
+ * TRUE if it is gone (or was not there) */
+gboolean shimwatch_cleanup_remove_tree     (const char  *parent,
+                                            const char  *name,
+                                            GError     **error);
+/* detach every mount at or below path, deepest first */
+void     shimwatch_cleanup_unmount_under   (const char  *path);
 
 G_END_DECLS
