@@ -20,6 +20,9 @@ static const char * const known_keys[] = {
   "CleanupConcurrency", "HealthInterval", "TaskLogMaxSize", "TaskLogMaxFiles",
   "TaskLogRetention", NULL
 };
+static const char * const known_containerd_keys[] = {
+  "Enable", "StateDirectory", "Address", "Namespaces", "Grace", "Config", NULL
+};
 
 static void
 replace_string (char       **field,
@@ -53,6 +56,12 @@ shimwatch_config_new (void)
   config->task_log_max_size = 1024 * 1024;
   config->task_log_max_files = 5;
   config->task_log_retention_s = 24 * 3600;
+  config->containerd_enable = FALSE;
+  config->containerd_state_dir = g_strdup ("/run/containerd");
+  config->containerd_address = g_strdup ("/run/containerd/containerd.sock");
+  config->containerd_namespaces = NULL;
+  config->containerd_grace_ms = 5000;
+  config->containerd_config = g_strdup ("/etc/containerd/config.toml");
   return config;
 }
 
@@ -64,6 +73,10 @@ shimwatch_config_copy (const ShimwatchConfig *config)
   copy->runtime_dir = g_strdup (config->runtime_dir);
   copy->state_dir = g_strdup (config->state_dir);
   copy->runtime_path = g_strdupv (config->runtime_path);
+  copy->containerd_state_dir = g_strdup (config->containerd_state_dir);
+  copy->containerd_address = g_strdup (config->containerd_address);
+  copy->containerd_namespaces = g_strdupv (config->containerd_namespaces);
+  copy->containerd_config = g_strdup (config->containerd_config);
   return copy;
 }
 
@@ -75,6 +88,10 @@ shimwatch_config_free (ShimwatchConfig *config)
   g_free (config->runtime_dir);
   g_free (config->state_dir);
   g_strfreev (config->runtime_path);
+  g_free (config->containerd_state_dir);
+  g_free (config->containerd_address);
+  g_strfreev (config->containerd_namespaces);
+  g_free (config->containerd_config);
   g_free (config);
 }
 
@@ -92,14 +109,15 @@ absolute_dir (const char  *key,
 
 /* the closest known key, for a typo: at most a third of its letters wrong */
 static const char *
-closest_key (const char *key)
+closest_key (const char         *key,
+             const char * const *keys)
 {
   const char *best = NULL;
   guint best_distance = G_MAXUINT;
 
-  for (guint i = 0; known_keys[i] != NULL; i++)
+  for (guint i = 0; keys[i] != NULL; i++)
     {
-      const char *known = known_keys[i];
+      const char *known = keys[i];
       gsize n = strlen (key);
       gsize m = strlen (known);
       g_autofree guint *row = g_new (guint, m + 1);
@@ -143,31 +161,115 @@ warn_unknown (GKeyFile   *file,
   for (guint i = 0; groups[i] != NULL; i++)
     {
       g_auto(GStrv) keys = NULL;
+      const char * const *known;
+      g_autofree char *list = NULL;
 
-      if (!g_str_equal (groups[i], SHIMWATCH_CONFIG_GROUP))
+      if (g_str_equal (groups[i], SHIMWATCH_CONFIG_GROUP))
+        known = known_keys;
+      else if (g_str_equal (groups[i], SHIMWATCH_CONFIG_CONTAINERD_GROUP))
+        known = known_containerd_keys;
+      else
         {
-          g_warning ("%s: unknown group [%s] is ignored (settings go in [%s])", path, groups[i],
-                     SHIMWATCH_CONFIG_GROUP);
+          g_warning ("%s: unknown group [%s] is ignored (settings go in [%s] and [%s])", path,
+                     groups[i], SHIMWATCH_CONFIG_GROUP, SHIMWATCH_CONFIG_CONTAINERD_GROUP);
           continue;
         }
+      list = g_strjoinv (", ", (GStrv) known);
       keys = g_key_file_get_keys (file, groups[i], NULL, NULL);
       for (guint j = 0; keys != NULL && keys[j] != NULL; j++)
         {
           const char *suggestion;
 
-          if (g_strv_contains (known_keys, keys[j]))
+          if (g_strv_contains (known, keys[j]))
             continue;
-          suggestion = closest_key (keys[j]);
+          suggestion = closest_key (keys[j], known);
           if (suggestion != NULL)
             g_warning ("%s: unknown key %s in [%s] is ignored; did you mean %s?", path, keys[j],
                        groups[i], suggestion);
           else
-            g_warning ("%s: unknown key %s in [%s] is ignored (known: RuntimeDirectory, "
-                       "StateDirectory, RuntimePath, CleanupTimeout, CleanupConcurrency, "
-                       "HealthInterval, TaskLogMaxSize, TaskLogMaxFiles, TaskLogRetention)",
-                       path, keys[j], groups[i]);
+            g_warning ("%s: unknown key %s in [%s] is ignored (known: %s)", path, keys[j],
+                       groups[i], list);
         }
     }
+}
+
+/* [Containerd]: companion mode; checked whole before anything is applied */
+static gboolean
+load_containerd_group (ShimwatchConfig  *config,
+                       GKeyFile         *file,
+                       const char       *path,
+                       GError          **error)
+{
+  const char *group = SHIMWATCH_CONFIG_CONTAINERD_GROUP;
+  g_autoptr(GError) local_error = NULL;
+  g_autofree char *state_dir = NULL;
+  g_autofree char *address = NULL;
+  g_autofree char *containerd_config = NULL;
+  g_auto(GStrv) namespaces = NULL;
+  gboolean enable = config->containerd_enable;
+  gint64 grace = -1;
+
+  if (!g_key_file_has_group (file, group))
+    return TRUE;
+#define READ(getter, var, key)                                                              \
+  G_STMT_START {                                                                            \
+    if (g_key_file_has_key (file, group, key, NULL))                                        \
+      {                                                                                     \
+        var = getter (file, group, key, &local_error);                                      \
+        if (local_error != NULL)                                                            \
+          {                                                                                 \
+            g_propagate_prefixed_error (error, g_steal_pointer (&local_error),              \
+                                        "%s: [%s] %s: ", path, group, key);                 \
+            return FALSE;                                                                   \
+          }                                                                                 \
+      }                                                                                     \
+  } G_STMT_END
+
+  READ (g_key_file_get_boolean, enable, "Enable");
+  READ (g_key_file_get_string, state_dir, "StateDirectory");
+  READ (g_key_file_get_string, address, "Address");
+  READ (get_string_list, namespaces, "Namespaces");
+  READ (g_key_file_get_int64, grace, "Grace");
+  READ (g_key_file_get_string, containerd_config, "Config");
+#undef READ
+
+  if ((state_dir != NULL && !absolute_dir ("[Containerd] StateDirectory", state_dir, error)) ||
+      (address != NULL && !absolute_dir ("[Containerd] Address", address, error)) ||
+      (containerd_config != NULL && !absolute_dir ("[Containerd] Config", containerd_config, error)))
+    {
+      g_prefix_error (error, "%s: ", path);
+      return FALSE;
+    }
+  for (guint i = 0; namespaces != NULL && namespaces[i] != NULL; i++)
+    if (namespaces[i][0] == '\0')
+      {
+        g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                     "%s: [Containerd] Namespaces has an empty entry (entry %u)", path, i + 1);
+        return FALSE;
+      }
+  if (g_key_file_has_key (file, group, "Grace", NULL) && (grace < 0 || grace > 600))
+    {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                   "%s: [Containerd] Grace must be 0 to 600 seconds", path);
+      return FALSE;
+    }
+
+  config->containerd_enable = enable;
+  if (state_dir != NULL)
+    replace_string (&config->containerd_state_dir, state_dir);
+  if (address != NULL)
+    replace_string (&config->containerd_address, address);
+  if (containerd_config != NULL)
+    replace_string (&config->containerd_config, containerd_config);
+  if (namespaces != NULL)
+    {
+      g_strfreev (config->containerd_namespaces);
+      /* an empty list is every namespace, as an absent one */
+      config->containerd_namespaces = namespaces[0] != NULL ? g_steal_pointer (&namespaces) : NULL;
+    }
+  if (grace >= 0)
+    config->containerd_grace_ms = (guint) grace * 1000;
+  return TRUE;
 }
 
 gboolean
@@ -332,7 +434,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
     config->cleanup_timeout_ms = (guint) timeout * 1000;
   if (concurrency > 0)
     config->cleanup_concurrency = (guint) concurrency;
-  return TRUE;
+  return load_containerd_group (config, file, path, error);
 }
 
 static gboolean

@@ -11,6 +11,8 @@
 G_BEGIN_DECLS
 
 #define SHIMWATCH_CONFIG_GROUP "Service"
+/* companion mode: containerd's own shims */
+#define SHIMWATCH_CONFIG_CONTAINERD_GROUP "Containerd"
 
 typedef struct {
   char  *runtime_dir;          /* task dirs, events socket, runc root */
@@ -22,6 +24,13 @@ typedef struct {
   guint64 task_log_max_size;   /* bytes per task log file */
   guint  task_log_max_files;   /* the current file and the rotated ones */
   guint  task_log_retention_s; /* a task log is kept this long after TaskDelete */
+  /* [Containerd]: companion mode */
+  gboolean containerd_enable;
+  char  *containerd_state_dir;  /* containerd's --state (its task bundles are below it) */
+  char  *containerd_address;    /* containerd's gRPC socket */
+  GStrv  containerd_namespaces; /* NULL: every namespace */
+  guint  containerd_grace_ms;   /* added to containerd's own cleanup timeout */
+  char  *containerd_config;     /* containerd's config.toml, for that timeout */
 } ShimwatchConfig;
 
 ShimwatchConfig *shimwatch_config_new       (void);

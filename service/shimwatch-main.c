@@ -141,6 +141,8 @@ main (int    argc,
   g_autofree char *address = NULL;
   g_autofree char *runtime_dir = NULL;
   g_autofree char *state_dir = NULL;
+  g_autofree char *containerd_state = NULL;
+  g_autofree char *containerd_address = NULL;
   gboolean session = FALSE;
   gboolean verbose = FALSE;
   gboolean version = FALSE;
@@ -159,6 +161,12 @@ main (int    argc,
       N_("DIR") },
     { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &state_dir,
       N_("Keep state in DIR (default: $STATE_DIRECTORY or /var/lib/shimwatch)"), N_("DIR") },
+    { "containerd-state", 0, 0, G_OPTION_ARG_FILENAME, &containerd_state,
+      N_("Watch the shims of the containerd whose state directory is DIR (companion mode; "
+         "default from [Containerd] in the configuration: /run/containerd)"), N_("DIR") },
+    { "containerd-address", 0, 0, G_OPTION_ARG_FILENAME, &containerd_address,
+      N_("containerd's socket, to tell whether it runs (companion mode; default "
+         "/run/containerd/containerd.sock)"), N_("SOCKET") },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, N_("Log debug messages"), NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, N_("Print the version and exit"), NULL },
     { NULL }
@@ -227,6 +235,20 @@ main (int    argc,
     {
       g_free (config->state_dir);
       config->state_dir = g_canonicalize_filename (state_dir, NULL);
+    }
+
+  /* either option turns companion mode on */
+  if (containerd_state != NULL)
+    {
+      g_free (config->containerd_state_dir);
+      config->containerd_state_dir = g_canonicalize_filename (containerd_state, NULL);
+      config->containerd_enable = TRUE;
+    }
+  if (containerd_address != NULL)
+    {
+      g_free (config->containerd_address);
+      config->containerd_address = g_canonicalize_filename (containerd_address, NULL);
+      config->containerd_enable = TRUE;
     }
 
   if (!shimwatch_config_check (config, &error))
