@@ -1,0 +1,1079 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "shimwatch"
+
+#include "config.h"
+
+#include "shimwatch-containerd-task.h"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <glib/gstdio.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shimwatch-containerd-takeover.h"
+#include "shimwatch-crash-point.h"
+#include "shimwatch-error.h"
+#include "shimwatch-names.h"
+#include "shimwatch-records.h"
+
+/* how often containerd's socket is asked whether anyone answers while a dead shim's
+ * bundle waits for containerd's cleanup */
+#define CONTAINERD_PROBE_MS 1000
+
+struct _ShimwatchContainerdTask
+{
+  ShimwatchDbusShimSkeleton     parent_instance;
+
+  const ShimwatchContainerdEnv *env;
+  char                         *namespace_;
+  char                         *id;
+  char                         *path;
+  char                         *bundle;
+  char                         *shim_binary;   /* as the bundle names it, for the record */
+  ShimwatchContainerdConnection *connection;
+  gboolean                      detached;
+
+  guint64                       task_start_time;
+  int                           task_pidfd;
+  guint                         task_pidfd_source;
+
+  gboolean                      shim_died;
+  gboolean                      shim_exited;
+  gboolean                      bundle_gone;
+  gboolean                      disconnect_emitted;
+  gboolean                      exit_emitted;
+  gboolean                      delete_emitted;
+  gboolean                      takeover_started;
+  gboolean                      took_over;
+  gboolean                      cleanup_failed;
+  ShimwatchExit                 exit;
+  gint64                        died_at;       /* monotonic */
+  guint                         probe_source;
+  GPtrArray                    *reaps;         /* GDBusMethodInvocation */
+};
+
+enum {
+  SIGNAL_DISCONNECTED,
+  SIGNAL_FINISHED,
+  N_SIGNALS
+};
+static guint signals[N_SIGNALS];
+
+static void shimwatch_containerd_task_iface_init (ShimwatchDbusShimIface *iface);
+
+G_DEFINE_TYPE_WITH_CODE (ShimwatchContainerdTask, shimwatch_containerd_task,
+                         SHIMWATCH_DBUS_TYPE_SHIM_SKELETON,
+                         G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_SHIM,
+                                                shimwatch_containerd_task_iface_init))
+
+static const struct {
+  const char *event;
+  const char *message_id;
+} message_ids[] = {
+  { "create", SHIMWATCH_MESSAGE_ID_CREATE },
+  { "exit", SHIMWATCH_MESSAGE_ID_EXIT },
+  { "disconnected", SHIMWATCH_MESSAGE_ID_DISCONNECTED },
+  { "cleaned", SHIMWATCH_MESSAGE_ID_CLEANED },
+  { "delete", SHIMWATCH_MESSAGE_ID_DELETE },
+  { "readopt", SHIMWATCH_MESSAGE_ID_READOPT },
+  { "reap", SHIMWATCH_MESSAGE_ID_REAP },
+  { "record", SHIMWATCH_MESSAGE_ID_RECORD },
+};
+
+static void
+log_event (ShimwatchContainerdTask *self,
+           GLogLevelFlags           level,
+           const char              *event,
+           const char              *format,
+           ...) G_GNUC_PRINTF (4, 5);
+
+/* one structured line per lifecycle event */
+static void
+log_event (ShimwatchContainerdTask *self,
+           GLogLevelFlags           level,
+           const char              *event,
+           const char              *format,
+           ...)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  g_autofree char *text = NULL;
+  g_autofree char *shim_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_shim_pid (iface));
+  g_autofree char *task_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_task_pid (iface));
+  const char *message_id = SHIMWATCH_MESSAGE_ID_RECORD;
+  va_list args;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  for (guint i = 0; i < G_N_ELEMENTS (message_ids); i++)
+    if (g_str_equal (message_ids[i].event, event))
+      message_id = message_ids[i].message_id;
+  g_log_structured (G_LOG_DOMAIN, level,
+                    "MESSAGE_ID", message_id,
+                    SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
+                    SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
+                    SHIMWATCH_LOG_FIELD_SHIM_PID, shim_pid,
+                    SHIMWATCH_LOG_FIELD_TASK_PID, task_pid,
+                    SHIMWATCH_LOG_FIELD_EVENT, event,
+                    "MESSAGE", "containerd %s/%s: %s", self->namespace_, self->id, text);
+}
+
+static ShimwatchDbusManager *
+manager (ShimwatchContainerdTask *self)
+{
+  return self->env->manager;
+}
+
+static void
+add_history (ShimwatchContainerdTask *self,
+             const char              *event,
+             guint32                  pid,
+             gboolean                 has_exit_status,
+             guint32                  exit_status,
+             const char              *reason)
+{
+  ShimwatchHistoryEvent entry = {
+    .event = event,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .pid = pid,
+    .has_exit_status = has_exit_status,
+    .exit_status = exit_status,
+    .reason = reason,
+  };
+
+  if (self->env->history != NULL)
+    shimwatch_history_add (self->env->history, &entry);
+}
+
+/* -- the record ------------------------------------------------------------------------ */
+
+static void
+fill_record (ShimwatchContainerdTask *self,
+             ShimwatchRecord         *record)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  record->namespace_ = self->namespace_;
+  record->id = self->id;
+  record->runtime = (char *) shimwatch_dbus_shim_get_runtime (iface);
+  record->shim_binary = self->shim_binary;
+  record->task_dir = self->bundle;
+  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
+  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
+  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
+  record->task_start_time = self->task_start_time;
+  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
+  record->status = (char *) shimwatch_dbus_shim_get_status (iface);
+  record->exit_known = self->exit_emitted;
+  record->exit = self->exit;
+  record->exit_emitted = self->exit_emitted;
+  record->disconnected = self->disconnect_emitted;
+  record->delete_emitted = self->delete_emitted;
+  record->owner = (char *) SHIMWATCH_OWNER_CONTAINERD;
+  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
+  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
+}
+
+static void
+save (ShimwatchContainerdTask *self)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  if (self->env->records_dir == NULL || self->detached)
+    return;
+  fill_record (self, &record);
+  if (!shimwatch_records_write (self->env->records_dir, &record, &error))
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+               error->message);
+}
+
+static void
+forget (ShimwatchContainerdTask *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->env->records_dir == NULL)
+    return;
+  if (!shimwatch_records_remove (self->env->records_dir, self->namespace_, self->id, &error))
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
+}
+
+/* Exactly once across restarts, as for the service's own tasks: the record is written
+ * ahead with the signal's flag set but marked "not sent", and the signal ledger marks
+ * it sent in the thread that writes the signal to the bus (shimwatch-signal-ledger.h). */
+static gboolean
+before_signal (ShimwatchContainerdTask *self,
+               const char              *member)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+  ShimwatchRecordCommit *commit;
+
+  if (self->env->records_dir == NULL || self->env->ledger == NULL)
+    return FALSE;
+  fill_record (self, &record);
+  record.pending_signal = (char *) member;
+  commit = shimwatch_records_prepare (self->env->records_dir, &record, &error);
+  if (commit == NULL)
+    {
+      log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+                 error->message);
+      return FALSE;
+    }
+  shimwatch_signal_ledger_expect (self->env->ledger, member, self->path, commit);
+  return TRUE;
+}
+
+static gboolean
+after_signal (ShimwatchContainerdTask *self,
+              const char              *member,
+              gboolean                 marked)
+{
+  GDBusConnection *connection =
+    g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (manager (self)));
+  g_autoptr(GError) error = NULL;
+
+  if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
+    g_debug ("flushing the bus connection: %s", error->message);
+  if (marked)
+    return shimwatch_signal_ledger_settle (self->env->ledger, member, self->path);
+  return TRUE;
+}
+
+/* -- the three signals, each at most once ---------------------------------------------- */
+
+static void
+set_status (ShimwatchContainerdTask *self,
+            const char              *status)
+{
+  shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
+}
+
+static void
+emit_disconnected (ShimwatchContainerdTask *self)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean marked;
+
+  if (self->disconnect_emitted || self->delete_emitted)
+    return;
+  self->disconnect_emitted = TRUE;
+  set_status (self, "disconnected");
+  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
+  log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+             "shim %u died; containerd is expected to clean up",
+             shimwatch_dbus_shim_get_shim_pid (iface));
+  marked = before_signal (self, "ShimDisconnected");
+  shimwatch_dbus_manager_emit_shim_disconnected (manager (self), self->path, self->namespace_,
+                                                 self->id,
+                                                 shimwatch_dbus_shim_get_shim_pid (iface));
+  after_signal (self, "ShimDisconnected", marked);
+  add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
+  g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
+}
+
+static const char *
+classify_exit (guint32 exit_status)
+{
+  if (exit_status > 128 && exit_status < 128 + 65)
+    return "signaled";
+  return "exited";
+}
+
+static void
+emit_exit (ShimwatchContainerdTask *self,
+           guint32                  pid,
+           guint32                  exit_status,
+           gint64                   exited_at,
+           const char              *reason)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  gboolean marked;
+
+  if (self->exit_emitted)
+    return;
+  if (reason == NULL)
+    reason = classify_exit (exit_status);
+  if (exited_at == 0)
+    exited_at = g_get_real_time ();
+  self->exit_emitted = TRUE;
+  self->exit.pid = pid;
+  self->exit.exit_status = exit_status;
+  self->exit.exited_at = exited_at;
+  g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
+  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
+  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
+  shimwatch_dbus_shim_set_exit_reason (iface, reason);
+  if (!self->disconnect_emitted)
+    set_status (self, "stopped");
+  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
+  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
+             exit_status, reason);
+  marked = before_signal (self, "TaskExit");
+  shimwatch_dbus_manager_emit_task_exit (manager (self), self->path, self->namespace_, self->id,
+                                         self->id, pid, exit_status, (guint64) exited_at);
+  after_signal (self, "TaskExit", marked);
+  add_history (self, "exit", pid, TRUE, exit_status, reason);
+}
+
+static void
+complete_reaps (ShimwatchContainerdTask *self)
+{
+  g_autoptr(GPtrArray) reaps = g_steal_pointer (&self->reaps);
+
+  self->reaps = g_ptr_array_new ();
+  for (guint i = 0; reaps != NULL && i < reaps->len; i++)
+    shimwatch_dbus_manager_complete_reap (manager (self), g_ptr_array_index (reaps, i),
+                                          self->exit.exit_status);
+}
+
+static void
+remove_dead_socket (ShimwatchContainerdTask *self)
+{
+  const char *socket_path;
+
+  if (self->connection == NULL)
+    return;
+  socket_path = shimwatch_containerd_connection_get_socket_path (self->connection);
+  /* containerd leaves a dead shim's socket file behind; nothing may answer on it, and no
+   * other task may still use the shim */
+  if (socket_path != NULL && self->shim_died &&
+      shimwatch_containerd_connection_get_n_tasks (self->connection) <= 1 &&
+      !shimwatch_containerd_socket_answers (socket_path) && g_unlink (socket_path) == 0)
+    log_event (self, G_LOG_LEVEL_INFO, "cleaned", "removed the dead shim's socket %s",
+               socket_path);
+}
+
+/* TaskDelete exactly once, then the companion drops the object */
+static void
+emit_delete_and_finish (ShimwatchContainerdTask *self)
+{
+  g_autoptr(ShimwatchContainerdTask) keep G_GNUC_UNUSED = g_object_ref (self);
+
+  if (self->delete_emitted)
+    return;
+  /* never a TaskDelete without its TaskExit */
+  if (!self->exit_emitted)
+    {
+      guint32 pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+
+      if (self->shim_died)
+        emit_exit (self, pid, 128 + SIGKILL, 0, "shim-died");
+      else
+        emit_exit (self, pid, 255, 0, "unknown");
+    }
+  g_clear_handle_id (&self->probe_source, g_source_remove);
+  g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
+  self->delete_emitted = TRUE;
+  {
+    gboolean marked;
+
+    log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
+               self->exit.pid, self->exit.exit_status);
+    marked = before_signal (self, "TaskDelete");
+    shimwatch_dbus_manager_emit_task_delete (manager (self), self->path, self->namespace_,
+                                             self->id, self->id, self->exit.pid,
+                                             self->exit.exit_status,
+                                             (guint64) self->exit.exited_at);
+    after_signal (self, "TaskDelete", marked);
+  }
+  add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
+  /* a bundle left behind (a failed takeover) keeps its record until it is gone, so that
+   * a restarted service does not report the task again */
+  if (self->bundle_gone || self->took_over)
+    forget (self);
+  remove_dead_socket (self);
+  complete_reaps (self);
+  g_signal_emit (self, signals[SIGNAL_FINISHED], 0, self->took_over, self->cleanup_failed);
+}
+
+/* -- a dead shim: containerd's job first, ours only if it does not do it ------------- */
+
+static void
+takeover_cb (GObject      *source,
+             GAsyncResult *result,
+             gpointer      user_data)
+{
+  g_autoptr(ShimwatchContainerdTask) self = user_data;
+  g_autoptr(ShimwatchContainerdTakeoverResult) outcome =
+    shimwatch_containerd_takeover_finish (result);
+
+  if (self->detached)
+    return;
+  self->took_over = TRUE;
+  if (outcome->delete_ok)
+    {
+      log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
+                 "took over containerd's cleanup: shim delete reported pid %u, status %u%s%s%s",
+                 outcome->deleted.pid, outcome->deleted.exit_status,
+                 outcome->removed ? "; bundle and work directory removed" : "; ",
+                 outcome->removed ? "" : "bundle not removed: ",
+                 outcome->removed ? "" : outcome->remove_error);
+      emit_exit (self, outcome->deleted.pid != 0 ? outcome->deleted.pid :
+                 shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                 outcome->deleted.exit_status,
+                 outcome->deleted.exited_at, "shim-died");
+      self->cleanup_failed = !outcome->removed;
+      self->bundle_gone = outcome->removed;
+    }
+  else
+    {
+      log_event (self, G_LOG_LEVEL_WARNING, "cleaned",
+                 "took over containerd's cleanup, but shim delete failed: %s; the bundle is "
+                 "left for containerd", outcome->delete_error);
+      emit_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), 255, 0,
+                 "shim-died");
+      self->cleanup_failed = TRUE;
+    }
+  emit_delete_and_finish (self);
+}
+
+static void
+start_takeover (ShimwatchContainerdTask *self,
+                const char              *why)
+{
+  g_autoptr(ShimwatchContainerdTakeoverRequest) request = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (self->takeover_started || self->delete_emitted || self->bundle_gone)
+    return;
+  self->takeover_started = TRUE;
+  g_clear_handle_id (&self->probe_source, g_source_remove);
+  set_status (self, "cleaning");
+  request = g_new0 (ShimwatchContainerdTakeoverRequest, 1);
+  request->namespace_ = g_strdup (self->namespace_);
+  request->id = g_strdup (self->id);
+  request->bundle = g_strdup (self->bundle);
+  request->shim_binary = shimwatch_containerd_shim_binary (self->bundle, self->env->runtime_dirs,
+                                                           &error);
+  if (request->shim_binary == NULL)
+    log_event (self, G_LOG_LEVEL_WARNING, "cleaned", "no shim delete: %s", error->message);
+  if (self->connection != NULL &&
+      shimwatch_containerd_connection_get_socket_path (self->connection) != NULL)
+    request->socket_path =
+      g_strdup (shimwatch_containerd_connection_get_socket_path (self->connection));
+  request->timeout_ms = self->env->delete_timeout_ms;
+  log_event (self, G_LOG_LEVEL_MESSAGE, "reap", "taking over containerd's cleanup: %s", why);
+  shimwatch_containerd_takeover_async (self->env->launcher, g_steal_pointer (&request),
+                                       takeover_cb, g_object_ref (self));
+}
+
+static gboolean
+bundle_exists (ShimwatchContainerdTask *self)
+{
+  struct stat st;
+
+  return lstat (self->bundle, &st) == 0;
+}
+
+static gboolean
+containerd_answers (ShimwatchContainerdTask *self)
+{
+  return shimwatch_containerd_socket_answers (self->env->containerd_socket);
+}
+
+/* while containerd is expected to clean up: it must answer, and be done by its deadline */
+static gboolean
+probe_cb (gpointer user_data)
+{
+  ShimwatchContainerdTask *self = user_data;
+  gint64 waited_ms = (g_get_monotonic_time () - self->died_at) / 1000;
+
+  if (self->bundle_gone || !bundle_exists (self))
+    {
+      self->probe_source = 0;
+      return G_SOURCE_REMOVE;   /* bundle-removed reports it */
+    }
+  if (!containerd_answers (self))
+    {
+      self->probe_source = 0;
+      start_takeover (self, "containerd does not answer on its socket");
+      return G_SOURCE_REMOVE;
+    }
+  if (waited_ms >= (gint64) self->env->cleanup_timeout_ms + self->env->grace_ms)
+    {
+      g_autofree char *why =
+        g_strdup_printf ("the bundle is still there %u ms after the shim died (containerd's "
+                         "cleanup timeout %u ms + Grace %u ms)", (guint) waited_ms,
+                         self->env->cleanup_timeout_ms, self->env->grace_ms);
+
+      self->probe_source = 0;
+      start_takeover (self, why);
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+watch_cleanup (ShimwatchContainerdTask *self)
+{
+  guint deadline_ms = self->env->cleanup_timeout_ms + self->env->grace_ms;
+
+  if (self->probe_source != 0 || self->takeover_started || self->delete_emitted)
+    return;
+  self->died_at = g_get_monotonic_time ();
+  if (!containerd_answers (self))
+    {
+      start_takeover (self, "containerd does not answer on its socket");
+      return;
+    }
+  self->probe_source = g_timeout_add (MIN (CONTAINERD_PROBE_MS, MAX (deadline_ms, 1)), probe_cb,
+                                      self);
+}
+
+/* the task's init died: with a dead shim that is containerd's `shim delete` at work */
+static gboolean
+task_pidfd_cb (int          fd,
+               GIOCondition condition,
+               gpointer     user_data)
+{
+  ShimwatchContainerdTask *self = user_data;
+
+  self->task_pidfd_source = 0;
+  if (self->shim_died)
+    emit_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+               128 + SIGKILL, 0, "shim-died");
+  return G_SOURCE_REMOVE;
+}
+
+/* -- what the connection and the watcher report --------------------------------------- */
+
+void
+shimwatch_containerd_task_attach (ShimwatchContainerdTask       *self,
+                                  ShimwatchContainerdConnection *connection)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  g_set_object (&self->connection, connection);
+  shimwatch_dbus_shim_set_address (SHIMWATCH_DBUS_SHIM (self),
+                                   shimwatch_containerd_connection_get_address (connection));
+}
+
+void
+shimwatch_containerd_task_connected (ShimwatchContainerdTask *self,
+                                     guint32                  shim_pid,
+                                     guint32                  task_pid)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  guint32 recorded_pid = shimwatch_dbus_shim_get_task_pid (iface);
+  guint64 start_time;
+
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  shimwatch_dbus_shim_set_shim_pid (iface, shim_pid);
+  if (task_pid > 0)
+    {
+      start_time = shimwatch_process_start_time (task_pid);
+      if (recorded_pid != task_pid || start_time != self->task_start_time)
+        {
+          shimwatch_dbus_shim_set_task_pid (iface, task_pid);
+          self->task_start_time = start_time;
+        }
+      if (self->task_pidfd < 0)
+        self->task_pidfd = pidfd_open ((pid_t) task_pid, 0);
+    }
+  if (!self->exit_emitted && !self->disconnect_emitted)
+    set_status (self, "running");
+  save (self);
+  log_event (self, G_LOG_LEVEL_INFO, "readopt", "watching containerd's task (shim %u, task %u)",
+             shim_pid, task_pid);
+}
+
+void
+shimwatch_containerd_task_exited (ShimwatchContainerdTask *self,
+                                  guint32                  pid,
+                                  guint32                  exit_status,
+                                  gint64                   exited_at)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  /* Wait answers with the status only: the pid is the task's init */
+  if (pid == 0)
+    pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  emit_exit (self, pid, exit_status, exited_at, NULL);
+}
+
+void
+shimwatch_containerd_task_shim_died (ShimwatchContainerdTask *self,
+                                     guint32                  shim_pid)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  if (self->shim_died || self->delete_emitted)
+    return;
+  self->shim_died = TRUE;
+  if (shim_pid != 0)
+    shimwatch_dbus_shim_set_shim_pid (SHIMWATCH_DBUS_SHIM (self), shim_pid);
+  emit_disconnected (self);
+  if (self->bundle_gone || !bundle_exists (self))
+    {
+      self->bundle_gone = TRUE;
+      emit_delete_and_finish (self);
+      return;
+    }
+  if (!self->exit_emitted && self->task_pidfd >= 0)
+    {
+      struct pollfd pfd = { .fd = self->task_pidfd, .events = POLLIN };
+
+      if (poll (&pfd, 1, 0) == 1)
+        task_pidfd_cb (self->task_pidfd, G_IO_IN, self);
+      else
+        self->task_pidfd_source = g_unix_fd_add (self->task_pidfd, G_IO_IN, task_pidfd_cb, self);
+    }
+  watch_cleanup (self);
+}
+
+void
+shimwatch_containerd_task_shim_exited (ShimwatchContainerdTask *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  self->shim_exited = TRUE;
+  /* a normal delete: the bundle goes next (TaskDelete then); nothing of ours runs */
+  if (self->bundle_gone || !bundle_exists (self))
+    {
+      self->bundle_gone = TRUE;
+      emit_delete_and_finish (self);
+    }
+}
+
+void
+shimwatch_containerd_task_bundle_removed (ShimwatchContainerdTask *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  if (self->bundle_gone && self->delete_emitted)
+    {
+      forget (self);
+      return;
+    }
+  self->bundle_gone = TRUE;
+  if (self->takeover_started)
+    return;   /* ours: takeover_cb reports */
+  if (self->shim_died)
+    log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
+               "containerd cleaned up after the dead shim; no delete of ours ran");
+  emit_delete_and_finish (self);
+}
+
+void
+shimwatch_containerd_task_reap (ShimwatchContainerdTask *self,
+                                GDBusMethodInvocation   *invocation)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  if (self->delete_emitted)
+    {
+      shimwatch_dbus_manager_complete_reap (manager (self), invocation, self->exit.exit_status);
+      return;
+    }
+  g_ptr_array_add (self->reaps, invocation);
+  if (self->shim_died || self->shim_exited)
+    return;   /* the cleanup is under way: the reply comes with TaskDelete */
+  if (self->connection == NULL ||
+      !shimwatch_containerd_connection_kill_shim (self->connection, &error))
+    {
+      g_ptr_array_remove (self->reaps, invocation);
+      if (error == NULL)
+        g_set_error (&error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
+                     "the task's shim was not reached yet");
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return;
+    }
+  log_event (self, G_LOG_LEVEL_MESSAGE, "reap",
+             "Reap: killed the shim; containerd is left to clean up");
+}
+
+void
+shimwatch_containerd_task_detach (ShimwatchContainerdTask *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
+
+  self->detached = TRUE;
+  g_clear_handle_id (&self->probe_source, g_source_remove);
+  g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
+}
+
+/* -- read-only D-Bus object ------------------------------------------------------------ */
+
+static gboolean
+refuse_owned (ShimwatchDbusShim     *iface,
+              GDBusMethodInvocation *invocation)
+{
+  g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_BAD_STATE,
+                                                 "owned by containerd");
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_kill (ShimwatchDbusShim     *iface,
+             GDBusMethodInvocation *invocation,
+             guint                  signal_number,
+             gboolean               all)
+{
+  return refuse_owned (iface, invocation);
+}
+
+static gboolean
+handle_stop (ShimwatchDbusShim     *iface,
+             GDBusMethodInvocation *invocation,
+             guint                  timeout)
+{
+  return refuse_owned (iface, invocation);
+}
+
+static gboolean
+handle_set_labels (ShimwatchDbusShim     *iface,
+                   GDBusMethodInvocation *invocation,
+                   GVariant              *labels)
+{
+  return refuse_owned (iface, invocation);
+}
+
+static gboolean
+handle_read_log (ShimwatchDbusShim     *iface,
+                 GDBusMethodInvocation *invocation,
+                 GVariant              *options)
+{
+  /* the task's output goes to containerd's own FIFO, which is never opened here */
+  g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_NOT_SUPPORTED,
+                                                 "a containerd task's output is containerd's");
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_open_log (ShimwatchDbusShim     *iface,
+                 GDBusMethodInvocation *invocation,
+                 GUnixFDList           *fd_list,
+                 GVariant              *options)
+{
+  return handle_read_log (iface, invocation, options);
+}
+
+static gboolean
+handle_get_stats (ShimwatchDbusShim     *iface,
+                  GDBusMethodInvocation *invocation)
+{
+  g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_NOT_SUPPORTED,
+                                                 "ask containerd for a containerd task's statistics");
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+pids_cb (GObject      *source,
+         GAsyncResult *result,
+         gpointer      user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) pids =
+    shimwatch_containerd_connection_pids_finish (SHIMWATCH_CONTAINERD_CONNECTION (source), result,
+                                                 &error);
+
+  if (pids == NULL)
+    {
+      if (error->domain != SHIMWATCH_ERROR)
+        {
+          g_autofree char *message = g_strdup (error->message);
+
+          g_clear_error (&error);
+          g_set_error (&error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED, "%s", message);
+        }
+      g_dbus_method_invocation_return_gerror (invocation, error);
+      return;
+    }
+  g_dbus_method_invocation_return_value (
+    invocation, g_variant_new ("(@au)", g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
+                                                                   pids->data, pids->len,
+                                                                   sizeof (guint32))));
+}
+
+static gboolean
+handle_list_pids (ShimwatchDbusShim     *iface,
+                  GDBusMethodInvocation *invocation)
+{
+  ShimwatchContainerdTask *self = SHIMWATCH_CONTAINERD_TASK (iface);
+
+  if (self->connection == NULL || self->shim_died || self->shim_exited || self->exit_emitted)
+    {
+      g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
+                                                     SHIMWATCH_ERROR_BAD_STATE,
+                                                     "the task is not running");
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  shimwatch_containerd_connection_pids_async (self->connection, self->id, pids_cb,
+                                              g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+shimwatch_containerd_task_iface_init (ShimwatchDbusShimIface *iface)
+{
+  iface->handle_start = (gpointer) refuse_owned;
+  iface->handle_kill = handle_kill;
+  iface->handle_delete = (gpointer) refuse_owned;
+  iface->handle_stop = handle_stop;
+  iface->handle_pause = (gpointer) refuse_owned;
+  iface->handle_resume = (gpointer) refuse_owned;
+  iface->handle_set_labels = handle_set_labels;
+  iface->handle_read_log = handle_read_log;
+  iface->handle_open_log = handle_open_log;
+  iface->handle_get_stats = handle_get_stats;
+  iface->handle_list_pids = handle_list_pids;
+}
+
+/* -- construction ---------------------------------------------------------------------- */
+
+char *
+shimwatch_containerd_task_path_for (const char *namespace_,
+                                    const char *id)
+{
+  g_autofree char *ns = g_dbus_escape_object_path (namespace_);
+  g_autofree char *escaped_id = g_dbus_escape_object_path (id);
+
+  return g_strconcat (SHIMWATCH_DBUS_CONTAINERD_PATH "/", ns, "/", escaped_id, NULL);
+}
+
+/* containerd-shim-runc-v2 → io.containerd.runc.v2 */
+static char *
+runtime_from_binary (const char *binary)
+{
+  g_autofree char *base = binary != NULL ? g_path_get_basename (binary) : NULL;
+  g_auto(GStrv) parts = NULL;
+
+  if (base == NULL || !g_str_has_prefix (base, "containerd-shim-"))
+    return g_strdup ("");
+  parts = g_strsplit (base + strlen ("containerd-shim-"), "-", 2);
+  if (g_strv_length (parts) != 2)
+    return g_strdup ("");
+  return g_strdup_printf ("io.containerd.%s.%s", parts[0], parts[1]);
+}
+
+static void
+describe_from_bundle (ShimwatchContainerdTask *self)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  g_autofree char *binary_file = g_build_filename (self->bundle, "shim-binary-path", NULL);
+  g_autofree char *config_file = g_build_filename (self->bundle, "config.json", NULL);
+  g_autofree char *pid_file = g_build_filename (self->bundle, "init.pid", NULL);
+  g_autofree char *binary = NULL;
+  g_autofree char *runtime = NULL;
+  g_autofree char *config = NULL;
+  gsize length;
+  struct stat st;
+
+  if (g_file_get_contents (binary_file, &binary, NULL, NULL))
+    {
+      g_strstrip (binary);
+      g_free (self->shim_binary);
+      self->shim_binary = g_strdup (binary);
+    }
+  runtime = runtime_from_binary (self->shim_binary);
+  shimwatch_dbus_shim_set_runtime (iface, runtime);
+  if (g_file_get_contents (config_file, &config, &length, NULL))
+    {
+      g_auto(GStrv) command = shimwatch_wire_oci_process_args (config, length, NULL);
+
+      if (command != NULL)
+        shimwatch_dbus_shim_set_command (iface, (const char * const *) command);
+    }
+  if (stat (self->bundle, &st) == 0 && shimwatch_dbus_shim_get_created_at (iface) == 0)
+    shimwatch_dbus_shim_set_created_at (iface, (guint64) st.st_mtim.tv_sec * G_USEC_PER_SEC +
+                                        st.st_mtim.tv_nsec / 1000);
+  if (stat (pid_file, &st) == 0 && shimwatch_dbus_shim_get_started_at (iface) == 0)
+    shimwatch_dbus_shim_set_started_at (iface, (guint64) st.st_mtim.tv_sec * G_USEC_PER_SEC +
+                                        st.st_mtim.tv_nsec / 1000);
+}
+
+static ShimwatchContainerdTask *
+task_new (const ShimwatchContainerdEnv *env,
+          const char                   *namespace_,
+          const char                   *id,
+          const char                   *bundle)
+{
+  ShimwatchContainerdTask *self = g_object_new (SHIMWATCH_TYPE_CONTAINERD_TASK, NULL);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  const char *no_labels[] = { NULL };
+
+  self->env = env;
+  self->namespace_ = g_strdup (namespace_);
+  self->id = g_strdup (id);
+  self->bundle = g_strdup (bundle);
+  self->path = shimwatch_containerd_task_path_for (namespace_, id);
+  shimwatch_dbus_shim_set_namespace (iface, namespace_);
+  shimwatch_dbus_shim_set_id (iface, id);
+  shimwatch_dbus_shim_set_bundle (iface, bundle);
+  shimwatch_dbus_shim_set_bundle_source (iface, "");
+  shimwatch_dbus_shim_set_owner (iface, SHIMWATCH_OWNER_CONTAINERD);
+  shimwatch_dbus_shim_set_status (iface, "created");
+  shimwatch_dbus_shim_set_exit_reason (iface, "");
+  shimwatch_dbus_shim_set_cgroup_path (iface, "");
+  shimwatch_dbus_shim_set_address (iface, "");
+  shimwatch_dbus_shim_set_command (iface, no_labels);
+  shimwatch_dbus_shim_set_labels (iface, g_variant_new_array (G_VARIANT_TYPE ("{ss}"), NULL, 0));
+  return self;
+}
+
+ShimwatchContainerdTask *
+shimwatch_containerd_task_new (const ShimwatchContainerdEnv *env,
+                               const char                   *namespace_,
+                               const char                   *id,
+                               const char                   *bundle)
+{
+  ShimwatchContainerdTask *self;
+
+  g_return_val_if_fail (env != NULL, NULL);
+
+  self = task_new (env, namespace_, id, bundle);
+  describe_from_bundle (self);
+  return self;
+}
+
+ShimwatchContainerdTask *
+shimwatch_containerd_task_new_from_record (const ShimwatchContainerdEnv *env,
+                                           const ShimwatchRecord        *record)
+{
+  ShimwatchContainerdTask *self;
+  ShimwatchDbusShim *iface;
+
+  g_return_val_if_fail (env != NULL, NULL);
+
+  self = task_new (env, record->namespace_, record->id, record->task_dir);
+  iface = SHIMWATCH_DBUS_SHIM (self);
+  self->shim_binary = g_strdup (record->shim_binary);
+  shimwatch_dbus_shim_set_runtime (iface, record->runtime);
+  shimwatch_dbus_shim_set_address (iface, record->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
+  shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
+  shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
+  shimwatch_dbus_shim_set_started_at (iface, (guint64) record->started_at);
+  self->task_start_time = record->task_start_time;
+  self->exit_emitted = record->exit_emitted;
+  self->exit = record->exit;
+  self->disconnect_emitted = record->disconnected;
+  self->delete_emitted = record->delete_emitted;
+  /* a dead shim stays dead: what happens to its task now is still ours to report */
+  self->shim_died = FALSE;
+  if (self->exit_emitted)
+    {
+      shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
+      shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
+      shimwatch_dbus_shim_set_exit_reason (iface, record->exit_reason != NULL ?
+                                           record->exit_reason : "");
+    }
+  shimwatch_dbus_shim_set_status (iface, record->disconnected ? "disconnected" :
+                                  record->exit_emitted ? "stopped" : "running");
+  if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0 &&
+      shimwatch_process_start_time (record->task_pid) == record->task_start_time)
+    self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+  describe_from_bundle (self);
+  return self;
+}
+
+const char *
+shimwatch_containerd_task_get_path (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
+  return self->path;
+}
+
+const char *
+shimwatch_containerd_task_get_namespace (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
+  return self->namespace_;
+}
+
+const char *
+shimwatch_containerd_task_get_id (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
+  return self->id;
+}
+
+const char *
+shimwatch_containerd_task_get_bundle (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
+  return self->bundle;
+}
+
+guint32
+shimwatch_containerd_task_get_exit_status (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), 0);
+  return self->exit.exit_status;
+}
+
+gboolean
+shimwatch_containerd_task_is_finished (ShimwatchContainerdTask *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), TRUE);
+  return self->delete_emitted;
+}
+
+static void
+shimwatch_containerd_task_dispose (GObject *object)
+{
+  ShimwatchContainerdTask *self = SHIMWATCH_CONTAINERD_TASK (object);
+
+  g_clear_handle_id (&self->probe_source, g_source_remove);
+  g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
+  g_clear_object (&self->connection);
+
+  G_OBJECT_CLASS (shimwatch_containerd_task_parent_class)->dispose (object);
+}
+
+static void
+shimwatch_containerd_task_finalize (GObject *object)
+{
+  ShimwatchContainerdTask *self = SHIMWATCH_CONTAINERD_TASK (object);
+
+  if (self->task_pidfd >= 0)
+    close (self->task_pidfd);
+  g_ptr_array_unref (self->reaps);
+  g_free (self->namespace_);
+  g_free (self->id);
+  g_free (self->path);
+  g_free (self->bundle);
+  g_free (self->shim_binary);
+
+  G_OBJECT_CLASS (shimwatch_containerd_task_parent_class)->finalize (object);
+}
+
+static void
+shimwatch_containerd_task_class_init (ShimwatchContainerdTaskClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = shimwatch_containerd_task_dispose;
+  object_class->finalize = shimwatch_containerd_task_finalize;
+
+  /* ShimDisconnected went out */
+  signals[SIGNAL_DISCONNECTED] =
+    g_signal_new ("disconnected", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 0);
+  /* (took over, cleanup failed): TaskDelete went out */
+  signals[SIGNAL_FINISHED] =
+    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                  NULL, G_TYPE_NONE, 2, G_TYPE_BOOLEAN, G_TYPE_BOOLEAN);
+}
+
+static void
+shimwatch_containerd_task_init (ShimwatchContainerdTask *self)
+{
+  self->task_pidfd = -1;
+  self->reaps = g_ptr_array_new ();
+}
