@@ -148,10 +148,34 @@ finish (ShimwatchContainerdConnection *self,
     g_signal_emit (self, signals[SIGNAL_SHIM_EXITED], 0);
 }
 
-/* the EOF is explained: decide from the socket file and the shim's pidfd */
+/* A normal delete needs every task of the shim stopped first (containerd refuses to
+ * delete a running task, and `ctr task rm -f` kills and waits), and the shim answers our
+ * Wait before it closes: an EOF while a task still runs is a death, whatever became of
+ * the socket file meanwhile (containerd's own `shim delete` may already have removed it
+ * when a busy main loop gets to the EOF). */
+static gboolean
+every_task_exited (ShimwatchContainerdConnection *self)
+{
+  GHashTableIter iter;
+  Task *task;
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &task))
+    if (!task->exited)
+      return FALSE;
+  return TRUE;
+}
+
+/* the EOF is explained: decide from the tasks, the socket file and the shim's pidfd */
 static void
 classify (ShimwatchContainerdConnection *self)
 {
+  if (!socket_file_exists (self) && !every_task_exited (self))
+    {
+      g_debug ("containerd: %s closed while a task ran: the shim died", self->address);
+      finish (self, TRUE);
+      return;
+    }
   if (!socket_file_exists (self))
     {
       g_debug ("containerd: %s closed and its socket is gone: the shim exited", self->address);

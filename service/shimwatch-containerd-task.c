@@ -635,6 +635,13 @@ shimwatch_containerd_task_shim_exited (ShimwatchContainerdTask *self)
 {
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
+  /* known dead (an earlier run of the service saw it die): its socket file is gone now,
+   * but what is left is still a dead shim's */
+  if (self->disconnect_emitted)
+    {
+      shimwatch_containerd_task_shim_died (self, 0);
+      return;
+    }
   self->shim_exited = TRUE;
   /* a normal delete: the bundle goes next (TaskDelete then); nothing of ours runs */
   if (self->bundle_gone || !bundle_exists (self))
