@@ -18,6 +18,7 @@
 #include "shimwatch-containerd-takeover.h"
 #include "shimwatch-crash-point.h"
 #include "shimwatch-error.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
 
@@ -71,57 +72,18 @@ G_DEFINE_TYPE_WITH_CODE (ShimwatchContainerdTask, shimwatch_containerd_task,
                          G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_SHIM,
                                                 shimwatch_containerd_task_iface_init))
 
-static const struct {
-  const char *event;
-  const char *message_id;
-} message_ids[] = {
-  { "create", SHIMWATCH_MESSAGE_ID_CREATE },
-  { "exit", SHIMWATCH_MESSAGE_ID_EXIT },
-  { "disconnected", SHIMWATCH_MESSAGE_ID_DISCONNECTED },
-  { "cleaned", SHIMWATCH_MESSAGE_ID_CLEANED },
-  { "delete", SHIMWATCH_MESSAGE_ID_DELETE },
-  { "readopt", SHIMWATCH_MESSAGE_ID_READOPT },
-  { "reap", SHIMWATCH_MESSAGE_ID_REAP },
-  { "record", SHIMWATCH_MESSAGE_ID_RECORD },
-};
-
-static void
-log_event (ShimwatchContainerdTask *self,
-           GLogLevelFlags           level,
-           const char              *event,
-           const char              *format,
-           ...) G_GNUC_PRINTF (4, 5);
-
-/* one structured line per lifecycle event */
-static void
-log_event (ShimwatchContainerdTask *self,
-           GLogLevelFlags           level,
-           const char              *event,
-           const char              *format,
-           ...)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  g_autofree char *text = NULL;
-  g_autofree char *shim_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_shim_pid (iface));
-  g_autofree char *task_pid = g_strdup_printf ("%u", shimwatch_dbus_shim_get_task_pid (iface));
-  const char *message_id = SHIMWATCH_MESSAGE_ID_RECORD;
-  va_list args;
-
-  va_start (args, format);
-  text = g_strdup_vprintf (format, args);
-  va_end (args);
-  for (guint i = 0; i < G_N_ELEMENTS (message_ids); i++)
-    if (g_str_equal (message_ids[i].event, event))
-      message_id = message_ids[i].message_id;
-  g_log_structured (G_LOG_DOMAIN, level,
-                    "MESSAGE_ID", message_id,
-                    SHIMWATCH_LOG_FIELD_NAMESPACE, self->namespace_,
-                    SHIMWATCH_LOG_FIELD_TASK_ID, self->id,
-                    SHIMWATCH_LOG_FIELD_SHIM_PID, shim_pid,
-                    SHIMWATCH_LOG_FIELD_TASK_PID, task_pid,
-                    SHIMWATCH_LOG_FIELD_EVENT, event,
-                    "MESSAGE", "containerd %s/%s: %s", self->namespace_, self->id, text);
-}
+/* one structured line per lifecycle event, through the service's one helper; the
+ * MESSAGE says the task is containerd's */
+#define log_event(self, level, event_name, ...)                                               \
+  shimwatch_log_task ((level), (&(ShimwatchLogTask) {                                         \
+                        .namespace_ = (self)->namespace_,                                     \
+                        .id = (self)->id,                                                     \
+                        .event = (event_name),                                                \
+                        .has_pids = TRUE,                                                     \
+                        .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)), \
+                        .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), \
+                        .prefix = "containerd ",                                              \
+                      }), __VA_ARGS__)
 
 static ShimwatchDbusManager *
 manager (ShimwatchContainerdTask *self)

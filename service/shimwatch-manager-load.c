@@ -395,5 +395,13 @@ shimwatch_manager_reach_shims (ShimwatchManager *self)
     }
   /* every recorded task has its log again: the others age from now */
   shimwatch_log_store_start_expiry (self->logs);
+  /* companion mode: containerd's tasks, once the name is ours */
+  if (self->containerd != NULL)
+    {
+      g_autoptr(GError) error = NULL;
+
+      if (!shimwatch_containerd_start (self->containerd, &error))
+        g_warning ("containerd companion: %s", error->message);
+    }
   load_done (self);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "shimwatch-cgroup-claims.h"
+#include "shimwatch-containerd.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-log-store.h"
 #include "shimwatch-manager.h"
@@ -47,6 +48,7 @@ struct _ShimwatchManager
   GHashTable                   *reserved;   /* "ns/id" being created */
   GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
   ShimwatchCgroupClaims        *cgroup_users; /* cgroup path → "ns/id", supervised or being created */
+  ShimwatchContainerd          *containerd;   /* companion mode, or NULL */
 };
 
 /* shimwatch-manager.c */

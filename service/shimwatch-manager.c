@@ -279,7 +279,7 @@ handle_list_shims (ShimwatchDbusManager  *iface,
                    GDBusMethodInvocation *invocation)
 {
   ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
-  g_autoptr(GPtrArray) paths = g_ptr_array_new ();
+  g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func (g_free);
   GHashTableIter iter;
   gpointer value;
 
@@ -288,7 +288,10 @@ handle_list_shims (ShimwatchDbusManager  *iface,
   g_hash_table_iter_init (&iter, self->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     if (shimwatch_shim_is_exported (value))
-      g_ptr_array_add (paths, (gpointer) shimwatch_shim_get_object_path (value));
+      g_ptr_array_add (paths, g_strdup (shimwatch_shim_get_object_path (value)));
+  /* and, in companion mode, containerd's own tasks */
+  if (self->containerd != NULL)
+    shimwatch_containerd_list (self->containerd, paths);
   g_ptr_array_add (paths, NULL);
   shimwatch_dbus_manager_complete_list_shims (iface, invocation,
                                               (const char * const *) paths->pdata);
@@ -313,6 +316,18 @@ handle_get_shim (ShimwatchDbusManager  *iface,
     }
   key = shimwatch_manager_task_key (arg_namespace, arg_id);
   shim = g_hash_table_lookup (self->shims, key);
+  if ((shim == NULL || !shimwatch_shim_is_exported (shim)) && self->containerd != NULL)
+    {
+      ShimwatchContainerdTask *task = shimwatch_containerd_lookup (self->containerd, arg_namespace,
+                                                                   arg_id);
+
+      if (task != NULL)
+        {
+          shimwatch_dbus_manager_complete_get_shim (iface, invocation,
+                                                    shimwatch_containerd_task_get_path (task));
+          return G_DBUS_METHOD_INVOCATION_HANDLED;
+        }
+    }
   if (shim == NULL || !shimwatch_shim_is_exported (shim))
     {
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_FOUND,
@@ -402,6 +417,7 @@ typedef struct {
   char                  *namespace_;
   char                  *id;
   guint                  timeout_ms;
+  gboolean               containerd;   /* option owner = "containerd" */
 } ReapData;
 
 static void
@@ -461,6 +477,26 @@ reap_authorized_cb (GObject      *source,
     }
 
   shim = g_hash_table_lookup (self->shims, key);
+  /* a containerd task: asked for by owner, or when no task of ours has that name */
+  if (self->containerd != NULL && (data->containerd || (shim == NULL &&
+                                                        !g_hash_table_contains (self->reserved, key))))
+    {
+      ShimwatchContainerdTask *task = shimwatch_containerd_lookup (self->containerd,
+                                                                   data->namespace_, data->id);
+
+      if (task != NULL)
+        {
+          shimwatch_containerd_task_reap (task, data->invocation);
+          return;
+        }
+      if (data->containerd)
+        {
+          g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
+                                                 SHIMWATCH_ERROR_NOT_FOUND,
+                                                 "no containerd task %s is watched", key);
+          return;
+        }
+    }
   if (g_hash_table_contains (self->reserved, key) ||
       (shim != NULL && !shimwatch_shim_is_exported (shim)))
     {
@@ -512,6 +548,7 @@ handle_reap (ShimwatchDbusManager  *iface,
   const char *key;
   GVariant *value;
   guint timeout_ms = self->config->cleanup_timeout_ms;
+  gboolean owner_containerd = FALSE;
 
   if (!shimwatch_manager_validate_ids (arg_namespace, arg_id, &error))
     {
@@ -523,11 +560,28 @@ handle_reap (ShimwatchDbusManager  *iface,
     {
       g_autoptr(GVariant) owned G_GNUC_UNUSED = value;
 
+      if (g_str_equal (key, "owner"))
+        {
+          const char *owner = g_variant_is_of_type (value, G_VARIANT_TYPE_STRING) ?
+                              g_variant_get_string (value, NULL) : NULL;
+
+          if (g_strcmp0 (owner, "containerd") != 0 && g_strcmp0 (owner, "shimwatch") != 0)
+            {
+              g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                                     SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                                                     "option \"owner\" must be s, \"shimwatch\" "
+                                                     "or \"containerd\"");
+              return G_DBUS_METHOD_INVOCATION_HANDLED;
+            }
+          owner_containerd = g_str_equal (owner, "containerd");
+          continue;
+        }
       if (!g_str_equal (key, "timeout"))
         {
           g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
                                                  SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                                                 "unknown option \"%s\" (known: timeout)", key);
+                                                 "unknown option \"%s\" (known: timeout, owner)",
+                                                 key);
           return G_DBUS_METHOD_INVOCATION_HANDLED;
         }
       if (!g_variant_is_of_type (value, G_VARIANT_TYPE_UINT32) ||
@@ -547,6 +601,7 @@ handle_reap (ShimwatchDbusManager  *iface,
   data->namespace_ = g_strdup (arg_namespace);
   data->id = g_strdup (arg_id);
   data->timeout_ms = timeout_ms;
+  data->containerd = owner_containerd;
   shimwatch_authority_check_async (self->authority, invocation, SHIMWATCH_ACTION_REAP,
                                    data->namespace_, data->id, reap_authorized_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -684,6 +739,26 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   return g_steal_pointer (&self);
 }
 
+static void
+containerd_disconnected_cb (ShimwatchManager *self)
+{
+  shimwatch_manager_shim_disconnected_cb (NULL, self);
+}
+
+static void
+containerd_finished_cb (ShimwatchContainerd *containerd,
+                        const char          *namespace_,
+                        const char          *id,
+                        guint32              exit_status,
+                        gboolean             took_over,
+                        gboolean             cleanup_failed,
+                        ShimwatchManager    *self)
+{
+  if (took_over)
+    count_cleanup (self, namespace_, id, exit_status,
+                   cleanup_failed ? "the takeover of containerd's cleanup did not finish" : NULL);
+}
+
 gboolean
 shimwatch_manager_export (ShimwatchManager  *self,
                           GDBusConnection   *connection,
@@ -696,6 +771,18 @@ shimwatch_manager_export (ShimwatchManager  *self,
   self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
   g_dbus_object_manager_server_set_connection (self->object_manager, connection);
   shimwatch_publisher_attach (self->publisher, connection);
+  if (self->config->containerd_enable)
+    {
+      self->containerd = shimwatch_containerd_new (self->config, SHIMWATCH_DBUS_MANAGER (self),
+                                                   self->object_manager,
+                                                   shimwatch_publisher_get_ledger (self->publisher),
+                                                   self->history, error);
+      if (self->containerd == NULL)
+        return FALSE;
+      g_signal_connect_swapped (self->containerd, "disconnected",
+                                G_CALLBACK (containerd_disconnected_cb), self);
+      g_signal_connect (self->containerd, "finished", G_CALLBACK (containerd_finished_cb), self);
+    }
   return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self), connection,
                                            SHIMWATCH_DBUS_PATH, error);
 }
@@ -712,6 +799,8 @@ shimwatch_manager_shutdown (ShimwatchManager *self)
   g_hash_table_iter_init (&iter, self->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     shimwatch_shim_detach (value);
+  if (self->containerd != NULL)
+    shimwatch_containerd_shutdown (self->containerd);
   if (self->events != NULL)
     shimwatch_events_server_stop (self->events);
 }
@@ -721,6 +810,7 @@ shimwatch_manager_finalize (GObject *object)
 {
   ShimwatchManager *self = SHIMWATCH_MANAGER (object);
 
+  g_clear_object (&self->containerd);
   g_hash_table_unref (self->shims);
   g_hash_table_unref (self->reserved);
   g_hash_table_unref (self->reaps);
