@@ -14,6 +14,15 @@
 
 static const char *example_path;
 
+/* no namespace list and an empty one both mean every namespace */
+static const char * const *
+or_empty (GStrv strv)
+{
+  static const char * const empty[] = { NULL };
+
+  return strv != NULL ? (const char * const *) strv : empty;
+}
+
 static void
 assert_same_config (const ShimwatchConfig *a,
                     const ShimwatchConfig *b)
@@ -25,6 +34,13 @@ assert_same_config (const ShimwatchConfig *a,
   g_assert_cmpuint (a->cleanup_timeout_ms, ==, b->cleanup_timeout_ms);
   g_assert_cmpuint (a->cleanup_concurrency, ==, b->cleanup_concurrency);
   g_assert_cmpuint (a->health_interval_ms, ==, b->health_interval_ms);
+  g_assert_cmpint (a->containerd_enable, ==, b->containerd_enable);
+  g_assert_cmpstr (a->containerd_state_dir, ==, b->containerd_state_dir);
+  g_assert_cmpstr (a->containerd_address, ==, b->containerd_address);
+  g_assert_true (g_strv_equal (or_empty (a->containerd_namespaces),
+                               or_empty (b->containerd_namespaces)));
+  g_assert_cmpuint (a->containerd_grace_ms, ==, b->containerd_grace_ms);
+  g_assert_cmpstr (a->containerd_config, ==, b->containerd_config);
 }
 
 /* "#Key=value" → "Key=value"; prose comments ("# text") stay comments */
