@@ -495,6 +495,16 @@ shimwatch_containerd_connection_get_shim_pid (ShimwatchContainerdConnection *sel
 }
 
 gboolean
+shimwatch_containerd_connection_shim_is_gone (ShimwatchContainerdConnection *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_CONNECTION (self), FALSE);
+
+  if (self->shim_pidfd >= 0)
+    return pidfd_readable (self->shim_pidfd);
+  return self->socket_path != NULL && !shimwatch_containerd_socket_answers (self->socket_path);
+}
+
+gboolean
 shimwatch_containerd_connection_kill_shim (ShimwatchContainerdConnection *self,
                                            GError                       **error)
 {

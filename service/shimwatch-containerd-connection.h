@@ -41,6 +41,9 @@ void        shimwatch_containerd_connection_remove_task    (ShimwatchContainerdC
 guint       shimwatch_containerd_connection_get_n_tasks    (ShimwatchContainerdConnection *self);
 /* the shim is known dead ("shim-died" was emitted) or gone ("shim-exited") */
 gboolean    shimwatch_containerd_connection_is_finished    (ShimwatchContainerdConnection *self);
+/* the shim process is gone (its pidfd is readable; without one: nothing answers on the
+ * socket), whether or not the EOF was seen yet */
+gboolean    shimwatch_containerd_connection_shim_is_gone   (ShimwatchContainerdConnection *self);
 /* SIGKILL the shim through its pidfd (Reap); the death is then reported as any other */
 gboolean    shimwatch_containerd_connection_kill_shim      (ShimwatchContainerdConnection *self,
                                                             GError                       **error);

@@ -577,6 +577,8 @@ shimwatch_containerd_task_shim_died (ShimwatchContainerdTask *self,
   if (self->bundle_gone || !bundle_exists (self))
     {
       self->bundle_gone = TRUE;
+      log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
+                 "containerd cleaned up after the dead shim; no delete of ours ran");
       emit_delete_and_finish (self);
       return;
     }
@@ -626,6 +628,14 @@ shimwatch_containerd_task_bundle_removed (ShimwatchContainerdTask *self)
   self->bundle_gone = TRUE;
   if (self->takeover_started)
     return;   /* ours: takeover_cb reports */
+  /* a busy main loop may see containerd's cleanup (the bundle gone) before the EOF of the
+   * shim whose death caused it: a shim gone while its task had not exited died */
+  if (!self->shim_died && !self->shim_exited && !self->exit_emitted && self->connection != NULL &&
+      shimwatch_containerd_connection_shim_is_gone (self->connection))
+    {
+      shimwatch_containerd_task_shim_died (self, 0);
+      return;
+    }
   if (self->shim_died)
     log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
                "containerd cleaned up after the dead shim; no delete of ours ran");
