@@ -21,6 +21,7 @@
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
+#include "shimwatch-task-stats.h"
 
 /* how often containerd's socket is asked whether anyone answers while a dead shim's
  * bundle waits for containerd's cleanup */
@@ -42,6 +43,7 @@ struct _ShimwatchContainerdTask
   guint64                       task_start_time;
   int                           task_pidfd;
   guint                         task_pidfd_source;
+  ShimwatchTaskCgroup          *cgroup;        /* the task's, read for GetStats */
 
   gboolean                      shim_died;
   gboolean                      shim_exited;
@@ -326,7 +328,7 @@ emit_delete_and_finish (ShimwatchContainerdTask *self)
     {
       guint32 pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
 
-      if (self->shim_died)
+      if (self->shim_died || self->disconnect_emitted)
         emit_exit (self, pid, 128 + SIGKILL, 0, "shim-died");
       else
         emit_exit (self, pid, 255, 0, "unknown");
@@ -540,6 +542,13 @@ shimwatch_containerd_task_connected (ShimwatchContainerdTask *self,
         }
       if (self->task_pidfd < 0)
         self->task_pidfd = pidfd_open ((pid_t) task_pid, 0);
+      if (self->cgroup == NULL)
+        {
+          self->cgroup = shimwatch_task_cgroup_new_for_pid (task_pid, NULL);
+          if (self->cgroup != NULL)
+            shimwatch_dbus_shim_set_cgroup_path (iface,
+                                                 shimwatch_task_cgroup_get_path (self->cgroup));
+        }
     }
   if (!self->exit_emitted && !self->disconnect_emitted)
     set_status (self, "running");
@@ -740,13 +749,36 @@ handle_open_log (ShimwatchDbusShim     *iface,
   return handle_read_log (iface, invocation, options);
 }
 
+/* the task's cgroup is only read, as for the service's own tasks */
 static gboolean
 handle_get_stats (ShimwatchDbusShim     *iface,
                   GDBusMethodInvocation *invocation)
 {
-  g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
-                                                 SHIMWATCH_ERROR_NOT_SUPPORTED,
-                                                 "ask containerd for a containerd task's statistics");
+  ShimwatchContainerdTask *self = SHIMWATCH_CONTAINERD_TASK (iface);
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskStats stats;
+  GVariantBuilder builder;
+
+  if (self->cgroup == NULL || self->exit_emitted || self->shim_died ||
+      !shimwatch_task_cgroup_read_stats (self->cgroup, &stats, &error))
+    {
+      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
+                                             SHIMWATCH_ERROR_BAD_STATE,
+                                             "containerd task %s/%s has no processes%s%s",
+                                             self->namespace_, self->id,
+                                             error != NULL ? ": " : "",
+                                             error != NULL ? error->message : "");
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
+    }
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "memory_current",
+                         g_variant_new_uint64 (stats.memory_current));
+  g_variant_builder_add (&builder, "{sv}", "memory_max", g_variant_new_uint64 (stats.memory_max));
+  g_variant_builder_add (&builder, "{sv}", "cpu_usage_usec",
+                         g_variant_new_uint64 (stats.cpu_usage_usec));
+  g_variant_builder_add (&builder, "{sv}", "pids_current",
+                         g_variant_new_uint32 (stats.pids_current));
+  shimwatch_dbus_shim_complete_get_stats (iface, invocation, g_variant_builder_end (&builder));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -1022,6 +1054,7 @@ shimwatch_containerd_task_finalize (GObject *object)
 
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
+  g_clear_pointer (&self->cgroup, shimwatch_task_cgroup_free);
   g_ptr_array_unref (self->reaps);
   g_free (self->namespace_);
   g_free (self->id);

@@ -348,6 +348,9 @@ load_records (ShimwatchContainerd *self)
       gboolean present = g_file_test (bundle, G_FILE_TEST_IS_DIR);
       ShimwatchContainerdTask *task;
 
+      /* a namespace no longer watched: its record waits, untouched */
+      if (!shimwatch_containerd_watcher_wants (self->watcher, record->namespace_))
+        continue;
       if (g_strcmp0 (record->owner, SHIMWATCH_OWNER_CONTAINERD) != 0 ||
           g_strcmp0 (record->task_dir, bundle) != 0)
         {

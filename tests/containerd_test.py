@@ -414,6 +414,11 @@ class OwnershipTests(ContainerdTestCase):
             self.assert_dbus_error("NotSupported", self.call, path, SHIM, method, "(a{sv})", ({},))
         pids = self.call(path, SHIM, "ListPids")[0]
         self.assertIn(task_pid, pids)
+        (stats,) = self.call(path, SHIM, "GetStats")
+        self.assertGreaterEqual(stats["pids_current"], 1)
+        self.assertGreater(stats["memory_current"], 0)
+        self.assertTrue(self.prop(path, "CgroupPath").endswith(f"/{self.namespace}/owned"),
+                        self.prop(path, "CgroupPath"))
         # nobody may reap it without authorization; nothing changes
         for uid, name in ((self.NOBODY, "NotAuthorizedCanObtain"),
                           (self.RULE_DENIED, "NotAuthorized")):
