@@ -150,65 +150,42 @@ save (ShimwatchContainerdTask *self)
   g_autoptr(GError) error = NULL;
   ShimwatchRecord record = { 0 };
 
-  if (self->env->records_dir == NULL || self->detached)
+  if (self->env->committer == NULL || self->detached)
     return;
   fill_record (self, &record);
-  if (!shimwatch_records_write (self->env->records_dir, &record, &error))
+  if (!shimwatch_record_committer_save (self->env->committer, &record, &error))
     log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                error->message);
 }
 
+/* the task is completely gone: its record goes once TaskDelete is on the bus */
 static void
 forget (ShimwatchContainerdTask *self)
 {
-  g_autoptr(GError) error = NULL;
-
-  if (self->env->records_dir == NULL)
-    return;
-  if (!shimwatch_records_remove (self->env->records_dir, self->namespace_, self->id, &error))
-    log_event (self, G_LOG_LEVEL_WARNING, "record", "%s", error->message);
+  if (self->env->committer != NULL)
+    shimwatch_record_committer_remove (self->env->committer, self->namespace_, self->id);
 }
 
-/* Exactly once across restarts, as for the service's own tasks: the record is written
- * ahead with the signal's flag set but marked "not sent", and the signal ledger marks
- * it sent in the thread that writes the signal to the bus (shimwatch-signal-ledger.h). */
-static gboolean
+/* Exactly once across restarts, as for the service's own tasks: the record committer
+ * writes the record with the signal's flag set but marked "not sent", and the signal
+ * ledger's filter holds the signal until that record is durable, then marks it sent in
+ * the thread that writes the signal to the bus (shimwatch-record-committer.h). Nothing
+ * here waits for the disk or the bus. */
+static void
 before_signal (ShimwatchContainerdTask *self,
                const char              *member)
 {
   g_autoptr(GError) error = NULL;
   ShimwatchRecord record = { 0 };
-  ShimwatchRecordCommit *commit;
 
-  if (self->env->records_dir == NULL || self->env->ledger == NULL)
-    return FALSE;
+  if (self->env->committer == NULL || self->detached)
+    return;
   fill_record (self, &record);
   record.pending_signal = (char *) member;
-  commit = shimwatch_records_prepare (self->env->records_dir, &record, &error);
-  if (commit == NULL)
-    {
-      log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
-                 error->message);
-      return FALSE;
-    }
-  shimwatch_signal_ledger_expect (self->env->ledger, member, self->path, commit);
-  return TRUE;
-}
-
-static gboolean
-after_signal (ShimwatchContainerdTask *self,
-              const char              *member,
-              gboolean                 marked)
-{
-  GDBusConnection *connection =
-    g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (manager (self)));
-  g_autoptr(GError) error = NULL;
-
-  if (connection != NULL && !g_dbus_connection_flush_sync (connection, NULL, &error))
-    g_debug ("flushing the bus connection: %s", error->message);
-  if (marked)
-    return shimwatch_signal_ledger_settle (self->env->ledger, member, self->path);
-  return TRUE;
+  if (!shimwatch_record_committer_expect (self->env->committer, &record, self->path, NULL,
+                                          &error))
+    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+               error->message);
 }
 
 /* -- the three signals, each at most once ---------------------------------------------- */
@@ -224,7 +201,6 @@ static void
 emit_disconnected (ShimwatchContainerdTask *self)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  gboolean marked;
 
   if (self->disconnect_emitted || self->delete_emitted)
     return;
@@ -234,11 +210,10 @@ emit_disconnected (ShimwatchContainerdTask *self)
   log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected",
              "shim %u died; containerd is expected to clean up",
              shimwatch_dbus_shim_get_shim_pid (iface));
-  marked = before_signal (self, "ShimDisconnected");
+  before_signal (self, "ShimDisconnected");
   shimwatch_dbus_manager_emit_shim_disconnected (manager (self), self->path, self->namespace_,
                                                  self->id,
                                                  shimwatch_dbus_shim_get_shim_pid (iface));
-  after_signal (self, "ShimDisconnected", marked);
   add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
 }
@@ -259,7 +234,6 @@ emit_exit (ShimwatchContainerdTask *self,
            const char              *reason)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  gboolean marked;
 
   if (self->exit_emitted)
     return;
@@ -280,10 +254,9 @@ emit_exit (ShimwatchContainerdTask *self,
   g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
   log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
              exit_status, reason);
-  marked = before_signal (self, "TaskExit");
+  before_signal (self, "TaskExit");
   shimwatch_dbus_manager_emit_task_exit (manager (self), self->path, self->namespace_, self->id,
                                          self->id, pid, exit_status, (guint64) exited_at);
-  after_signal (self, "TaskExit", marked);
   add_history (self, "exit", pid, TRUE, exit_status, reason);
 }
 
@@ -337,21 +310,18 @@ emit_delete_and_finish (ShimwatchContainerdTask *self)
   g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
   self->delete_emitted = TRUE;
   {
-    gboolean marked;
-
     log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                self->exit.pid, self->exit.exit_status);
-    marked = before_signal (self, "TaskDelete");
+    before_signal (self, "TaskDelete");
     shimwatch_dbus_manager_emit_task_delete (manager (self), self->path, self->namespace_,
                                              self->id, self->id, self->exit.pid,
                                              self->exit.exit_status,
                                              (guint64) self->exit.exited_at);
-    after_signal (self, "TaskDelete", marked);
   }
   add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
   /* a bundle left behind (a failed takeover) keeps its record until it is gone, so that
    * a restarted service does not report the task again */
-  if (self->bundle_gone || self->took_over)
+  if (self->bundle_gone)
     forget (self);
   remove_dead_socket (self);
   complete_reaps (self);
@@ -630,7 +600,11 @@ shimwatch_containerd_task_bundle_removed (ShimwatchContainerdTask *self)
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
   if (self->bundle_gone && self->delete_emitted)
+    return;
+  if (self->delete_emitted)
     {
+      /* the bundle a failed takeover left went after all: so does the record */
+      self->bundle_gone = TRUE;
       forget (self);
       return;
     }

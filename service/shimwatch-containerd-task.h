@@ -17,7 +17,7 @@
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
-#include "shimwatch-signal-ledger.h"
+#include "shimwatch-record-committer.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
@@ -28,10 +28,9 @@ G_BEGIN_DECLS
 /* what every task of one watched containerd shares; owned by ShimwatchContainerd */
 typedef struct {
   ShimwatchDbusManager  *manager;          /* signals are emitted on it */
-  ShimwatchSignalLedger *ledger;           /* NULL: signals are not recorded */
+  ShimwatchRecordCommitter *committer;     /* the tasks' records; NULL: none */
   ShimwatchHistory      *history;          /* NULL: none */
   ShimwatchLauncher     *launcher;         /* runs `shim delete` for a takeover */
-  const char            *records_dir;      /* NULL: no records */
   const char * const    *runtime_dirs;     /* where a shim binary may come from */
   const char            *containerd_socket; /* containerd's gRPC socket file */
   guint                  cleanup_timeout_ms; /* containerd's io.containerd.timeout.shim.cleanup */

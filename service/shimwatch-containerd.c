@@ -20,6 +20,7 @@ struct _ShimwatchContainerd
 
   ShimwatchConfig            *config;
   ShimwatchContainerdEnv      env;
+  ShimwatchRecordCommitter   *committer;
   char                       *records_dir;
   char                       *ttrpc_address;
   GDBusObjectManagerServer   *object_manager;
@@ -323,7 +324,7 @@ bundle_removed_cb (ShimwatchContainerdWatcher *watcher,
   ShimwatchContainerdTask *task = g_hash_table_lookup (self->tasks, key);
 
   if (g_hash_table_remove (self->done, key))
-    shimwatch_records_remove (self->records_dir, namespace_, id, NULL);
+    shimwatch_record_committer_remove (self->committer, namespace_, id);
   if (task != NULL)
     shimwatch_containerd_task_bundle_removed (task);
 }
@@ -364,7 +365,7 @@ load_records (ShimwatchContainerd *self)
           if (present)
             g_hash_table_add (self->done, key_of (record->namespace_, record->id));
           else
-            shimwatch_records_remove (self->records_dir, record->namespace_, record->id, NULL);
+            shimwatch_record_committer_remove (self->committer, record->namespace_, record->id);
           continue;
         }
       task = shimwatch_containerd_task_new_from_record (&self->env, record);
@@ -412,10 +413,19 @@ shimwatch_containerd_shutdown (ShimwatchContainerd *self)
     }
 }
 
+gboolean
+shimwatch_containerd_records_settled (ShimwatchContainerd *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD (self), TRUE);
+
+  return shimwatch_record_committer_is_idle (self->committer);
+}
+
 ShimwatchContainerd *
 shimwatch_containerd_new (const ShimwatchConfig    *config,
                           ShimwatchDbusManager     *manager,
                           GDBusObjectManagerServer *object_manager,
+                          GDBusConnection          *connection,
                           ShimwatchSignalLedger    *ledger,
                           ShimwatchHistory         *history,
                           GError                  **error)
@@ -448,11 +458,15 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
   launcher_config.ttrpc_address = self->ttrpc_address;
   launcher_config.runc_root = NULL;
 
+  /* records of containerd's tasks apart from the service's own, written and marked as
+   * theirs are */
+  self->committer = shimwatch_record_committer_new (self->records_dir, ledger);
+  if (connection != NULL)
+    shimwatch_record_committer_set_connection (self->committer, connection);
   self->env.manager = manager;
-  self->env.ledger = ledger != NULL ? shimwatch_signal_ledger_ref (ledger) : NULL;
+  self->env.committer = self->committer;
   self->env.history = history != NULL ? g_object_ref (history) : NULL;
   self->env.launcher = shimwatch_launcher_new (&launcher_config);
-  self->env.records_dir = self->records_dir;
   self->env.runtime_dirs = (const char * const *) self->config->runtime_path;
   self->env.containerd_socket = self->config->containerd_address;
   self->env.cleanup_timeout_ms =
@@ -511,7 +525,7 @@ shimwatch_containerd_finalize (GObject *object)
   g_hash_table_unref (self->done);
   g_clear_object (&self->env.launcher);
   g_clear_object (&self->env.history);
-  g_clear_pointer (&self->env.ledger, shimwatch_signal_ledger_unref);
+  g_clear_pointer (&self->committer, shimwatch_record_committer_free);
   g_free (self->records_dir);
   g_free (self->ttrpc_address);
   shimwatch_config_free (self->config);

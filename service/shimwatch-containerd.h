@@ -21,9 +21,11 @@ G_BEGIN_DECLS
 #define SHIMWATCH_TYPE_CONTAINERD (shimwatch_containerd_get_type ())
 G_DECLARE_FINAL_TYPE (ShimwatchContainerd, shimwatch_containerd, SHIMWATCH, CONTAINERD, GObject)
 
+/* @ledger: attached to @connection, the one the signals leave on */
 ShimwatchContainerd     *shimwatch_containerd_new      (const ShimwatchConfig    *config,
                                                         ShimwatchDbusManager     *manager,
                                                         GDBusObjectManagerServer *object_manager,
+                                                        GDBusConnection          *connection,
                                                         ShimwatchSignalLedger    *ledger,
                                                         ShimwatchHistory         *history,
                                                         GError                  **error);
@@ -40,5 +42,7 @@ ShimwatchContainerdTask *shimwatch_containerd_lookup   (ShimwatchContainerd     
 void                     shimwatch_containerd_list     (ShimwatchContainerd      *self,
                                                         GPtrArray                *paths);
 guint                    shimwatch_containerd_get_n_tasks (ShimwatchContainerd   *self);
+/* no record write waits and no signal is unsettled (for a clean stop) */
+gboolean                 shimwatch_containerd_records_settled (ShimwatchContainerd *self);
 
 G_END_DECLS

@@ -641,7 +641,8 @@ gboolean
 shimwatch_manager_records_settled (ShimwatchManager *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), TRUE);
-  return shimwatch_record_committer_is_idle (shimwatch_publisher_get_committer (self->publisher));
+  return shimwatch_record_committer_is_idle (shimwatch_publisher_get_committer (self->publisher)) &&
+         (self->containerd == NULL || shimwatch_containerd_records_settled (self->containerd));
 }
 
 guint
@@ -774,7 +775,7 @@ shimwatch_manager_export (ShimwatchManager  *self,
   if (self->config->containerd_enable)
     {
       self->containerd = shimwatch_containerd_new (self->config, SHIMWATCH_DBUS_MANAGER (self),
-                                                   self->object_manager,
+                                                   self->object_manager, connection,
                                                    shimwatch_publisher_get_ledger (self->publisher),
                                                    self->history, error);
       if (self->containerd == NULL)

@@ -394,6 +394,32 @@ class RestartTests(ContainerdTestCase):
         self.assertEqual(self.sequence("r2"), ["TaskExit", "TaskDelete", "InterfacesRemoved"])
 
 
+class RestartDuringCleanupTests(ContainerdTestCase):
+    containerd_cleanup = "1ms"
+    grace = 4
+
+    def test_7_restart_between_disconnect_and_takeover(self):
+        """shimwatchd SIGKILLed after ShimDisconnected, while it waits out containerd's
+        deadline: the restarted service finishes the takeover and sends TaskExit and
+        TaskDelete once, and no second ShimDisconnected."""
+        self.run_task("crash1")
+        path = self.wait_watched("crash1")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: "ShimDisconnected" in self.sequence("crash1"), 15, "ShimDisconnected")
+        self.kill_daemon()
+        # containerd missed its 1ms deadline and leaked; nothing has taken over yet
+        self.assertTrue(os.path.isdir(self.ctd.bundle("crash1")))
+        self.assertFalse(process_dead(task_pid))
+        self.start_daemon()
+        self.wait_deleted("crash1", timeout=30)
+        pump(1.0)
+        self.assertEqual(self.sequence("crash1"),
+                         ["ShimDisconnected", "TaskExit", "TaskDelete", "InterfacesRemoved"])
+        self.assertEqual(self.one("TaskExit", "crash1")[4:6], (task_pid, 137))
+        self.assert_nothing_left("crash1", task_pid)
+        self.ctd.ctr("container", "rm", "crash1")
+
 class OwnershipTests(ContainerdTestCase):
     NOBODY, RULE_DENIED = 65534, 2
 
