@@ -309,6 +309,9 @@ test_watcher_filter (Fixture       *fixture,
   const char *scan[] = { "ready mine/a", NULL };
   const char *later[] = { "ready mine/c", NULL };
 
+  g_assert_nonnull (a);
+  g_assert_nonnull (b);
+  g_assert_nonnull (bad);
   watcher = start_watcher (fixture, namespaces);
   g_assert_true (shimwatch_containerd_watcher_wants (watcher, "mine"));
   g_assert_false (shimwatch_containerd_watcher_wants (watcher, "other"));
