@@ -10,6 +10,18 @@
 #include <stdlib.h>
 #include <glib.h>
 
+/* whether SHIMWATCH_TEST_CRASH_AT names @step (always FALSE without test hooks) */
+static inline gboolean
+shimwatch_crash_point_armed (const char *step)
+{
+#ifdef SHIMWATCH_TEST_HOOKS
+  return g_strcmp0 (g_getenv ("SHIMWATCH_TEST_CRASH_AT"), step) == 0;
+#else
+  (void) step;
+  return FALSE;
+#endif
+}
+
 static inline void
 shimwatch_crash_point (const char *step)
 {

@@ -227,8 +227,10 @@ signal_settled_cb (const char            *member,
     shimwatch_record_commit_free (commit);
   if (!sent && state != NULL)
     state->unsent = TRUE;
-  if (op->crash_point != NULL)
-    shimwatch_crash_point (op->crash_point);
+  /* the ledger settles a signal right before GDBus writes it: a crash point that means
+   * "sent" is reached after the write, or the abort could beat it */
+  if (op->crash_point != NULL && shimwatch_crash_point_armed (op->crash_point))
+    shimwatch_signal_ledger_crash_point_after_write (self->ledger, op->crash_point);
   if (state != NULL && state->inflight == op)
     {
       state->inflight = NULL;

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "shimwatch-signal-ledger.h"
+#include "shimwatch-crash-point.h"
 
 /* a record the commit thread does not sync within this time is marked anyway (it is in
  * the page cache, which is all a restart of the service needs), with a warning: a hung
@@ -341,4 +342,39 @@ shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger)
   n = g_hash_table_size (ledger->entries) + ledger->settled->len;
   g_mutex_unlock (&ledger->mutex);
   return n;
+}
+
+static void
+flushed_then_crash_cb (GObject      *source,
+                       GAsyncResult *result,
+                       gpointer      user_data)
+{
+  g_autofree char *step = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!g_dbus_connection_flush_finish (G_DBUS_CONNECTION (source), result, &error))
+    g_debug ("flushing the bus connection: %s", error->message);
+  shimwatch_crash_point (step);
+}
+
+/* Reaches the crash point @step once what GDBus has queued is written to the bus. Only
+ * for a test's crash point that means "the signal was sent": a signal is settled right
+ * before its write. Asynchronous: GDBus's worker may be waiting in the filter for a
+ * record the main thread has yet to hand over. */
+void
+shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
+                                                 const char            *step)
+{
+  g_autoptr(GDBusConnection) connection = NULL;
+
+  g_mutex_lock (&ledger->mutex);
+  if (ledger->connection != NULL && !ledger->closed)
+    connection = g_object_ref (ledger->connection);
+  g_mutex_unlock (&ledger->mutex);
+  if (connection == NULL)
+    {
+      shimwatch_crash_point (step);
+      return;
+    }
+  g_dbus_connection_flush (connection, NULL, flushed_then_crash_cb, g_strdup (step));
 }

@@ -69,5 +69,7 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
                                              ShimwatchRecordCommit *commit);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
+void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
+                                                          const char            *step);
 
 G_END_DECLS
