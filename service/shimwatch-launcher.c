@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
@@ -15,6 +16,7 @@
 #include "shimwatch-launcher.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
+#include "shimwatch-spawn.h"
 #include "shimwatch-ttrpc.h"
 
 struct _ShimwatchLauncher
@@ -148,6 +150,26 @@ shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
   return TRUE;
 }
 
+static char **
+shim_environment (ShimwatchLauncher *self,
+                  const char        *namespace_)
+{
+  char **env = g_get_environ ();
+
+  /* the runtime-v2 environment (docs/protocol.md §2); the 1.7/2.x variables are harmless to 1.6 */
+  env = g_environ_setenv (env, "GOMAXPROCS", "2", TRUE);
+  env = g_environ_setenv (env, "TTRPC_ADDRESS", self->ttrpc_address, TRUE);
+  env = g_environ_setenv (env, "GRPC_ADDRESS", self->shim_address, TRUE);
+  env = g_environ_setenv (env, "NAMESPACE", namespace_, TRUE);
+  env = g_environ_setenv (env, "MAX_SHIM_VERSION", "2", TRUE);
+  /* runc's systemd cgroup driver asks systemd for each task's scope on the machine's
+   * system bus; a bus the service itself was pointed at (a private one in the tests) is
+   * not where systemd is */
+  if (self->systemd_cgroup)
+    env = g_environ_unsetenv (env, "DBUS_SYSTEM_BUS_ADDRESS");
+  return env;
+}
+
 static GSubprocessLauncher *
 shim_process_launcher (ShimwatchLauncher *self,
                        const char        *namespace_,
@@ -155,19 +177,10 @@ shim_process_launcher (ShimwatchLauncher *self,
                        GSubprocessFlags   flags)
 {
   GSubprocessLauncher *launcher = g_subprocess_launcher_new (flags);
+  g_auto(GStrv) env = shim_environment (self, namespace_);
 
-  /* the runtime-v2 environment (docs/protocol.md §2); the 1.7/2.x variables are harmless to 1.6 */
   g_subprocess_launcher_set_cwd (launcher, task_dir);
-  g_subprocess_launcher_setenv (launcher, "GOMAXPROCS", "2", TRUE);
-  g_subprocess_launcher_setenv (launcher, "TTRPC_ADDRESS", self->ttrpc_address, TRUE);
-  g_subprocess_launcher_setenv (launcher, "GRPC_ADDRESS", self->shim_address, TRUE);
-  g_subprocess_launcher_setenv (launcher, "NAMESPACE", namespace_, TRUE);
-  g_subprocess_launcher_setenv (launcher, "MAX_SHIM_VERSION", "2", TRUE);
-  /* runc's systemd cgroup driver asks systemd for each task's scope on the machine's
-   * system bus; a bus the service itself was pointed at (a private one in the tests) is
-   * not where systemd is */
-  if (self->systemd_cgroup)
-    g_subprocess_launcher_unsetenv (launcher, "DBUS_SYSTEM_BUS_ADDRESS");
+  g_subprocess_launcher_set_environ (launcher, env);
   return launcher;
 }
 
@@ -597,28 +610,53 @@ shimwatch_launcher_start_finish (ShimwatchLauncher  *self,
 
 /* -- delete ---------------------------------------------------------------------------- */
 
+/* `delete` runs for every dead shim, hundreds at once when a node loses its shims: it
+ * is started with posix_spawn, not with GSubprocess's fork (see shimwatch-spawn.h) */
 static void
-delete_communicate_cb (GObject      *source,
-                       GAsyncResult *result,
-                       gpointer      user_data)
+delete_spawned_cb (GObject      *source,
+                   GAsyncResult *result,
+                   gpointer      user_data)
 {
   g_autoptr(GTask) task = user_data;
   RunData *data = g_task_get_task_data (task);
+  g_autoptr(ShimwatchSpawnResult) outcome = NULL;
   g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
   ShimwatchExit *exit_info;
+  int status;
 
-  if (!finish_communicate (task, result))
-    return;
-  log_stderr (data, "delete");
-  error = run_status_error (data, "delete");
-  if (error != NULL)
+  outcome = shimwatch_spawn_finish (result, &error);
+  if (outcome == NULL)
     {
-      g_task_return_error (task, g_steal_pointer (&error));
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "cannot run %s delete: %s", data->shim_binary, error->message);
+      return;
+    }
+  data->stderr_bytes = g_bytes_ref (outcome->stderr_bytes);
+  log_stderr (data, "delete");
+  if (outcome->timed_out)
+    {
+      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                               "shim delete for %s/%s did not finish in time and was killed",
+                               data->namespace_, data->id);
+      return;
+    }
+  status = outcome->wait_status;
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    {
+      text = g_utf8_make_valid (g_bytes_get_data (outcome->stderr_bytes, NULL),
+                                (gssize) g_bytes_get_size (outcome->stderr_bytes));
+      g_strstrip (text);
+      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
+                               "shim delete for %s/%s failed (%s %d)%s%s", data->namespace_,
+                               data->id, WIFEXITED (status) ? "exit status" : "signal",
+                               WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status),
+                               *text != '\0' ? ": " : "", text);
       return;
     }
 
   exit_info = g_new0 (ShimwatchExit, 1);
-  if (!shimwatch_wire_decode_delete_response (data->stdout_bytes, exit_info, &error))
+  if (!shimwatch_wire_decode_delete_response (outcome->stdout_bytes, exit_info, &error))
     {
       g_free (exit_info);
       g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
@@ -639,13 +677,28 @@ shimwatch_launcher_delete_async (ShimwatchLauncher   *self,
                                  GAsyncReadyCallback  callback,
                                  gpointer             user_data)
 {
-  g_autoptr(GTask) task = NULL;
+  GTask *task;
+  RunData *data;
+  g_auto(GStrv) env = NULL;
+  const char *argv[] = {
+    shim_binary, "-namespace", namespace_, "-address", self->shim_address,
+    /* ignored by runtime-v2 shims, which publish via TTRPC_ADDRESS */
+    "-publish-binary", "/bin/true", "-id", id, "-bundle", task_dir, "delete", NULL
+  };
 
   g_return_if_fail (SHIMWATCH_IS_LAUNCHER (self));
 
-  task = run_shim_action (self, shimwatch_launcher_delete_async, shim_binary, namespace_, id,
-                          task_dir, "delete", NULL, timeout_ms, delete_communicate_cb,
-                          callback, user_data);
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, shimwatch_launcher_delete_async);
+  data = g_new0 (RunData, 1);
+  data->namespace_ = g_strdup (namespace_);
+  data->id = g_strdup (id);
+  data->task_dir = g_strdup (task_dir);
+  data->shim_binary = g_strdup (shim_binary);
+  g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
+  env = shim_environment (self, namespace_);
+  shimwatch_spawn_async (argv, (const char * const *) env, task_dir, -1, timeout_ms,
+                         delete_spawned_cb, task);
 }
 
 gboolean

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Running a short command (a shim's "delete") without fork(2) on the main thread.
+ *
+ * GSubprocess forks when it must change the child's working directory, and a fork of the
+ * service copies its page tables and makes every page of the main thread copy-on-write:
+ * with hundreds of shims dying at once the service spent more time in page faults after
+ * those forks than in its own work. posix_spawn(3) starts the child in the parent's
+ * memory (CLONE_VM | CLONE_VFORK) until it execs; glibc does the chdir, the redirections
+ * and the closing of every other descriptor in the child. The exit is watched through a
+ * pidfd in the main context, and the output is read from non-blocking pipes as it comes.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int      wait_status;    /* as waitpid(2) reports it; meaningless if timed_out */
+  gboolean timed_out;      /* killed (SIGKILL) at the deadline */
+  GBytes  *stdout_bytes;   /* at most SHIMWATCH_SPAWN_OUTPUT_MAX each */
+  GBytes  *stderr_bytes;
+} ShimwatchSpawnResult;
+
+#define SHIMWATCH_SPAWN_OUTPUT_MAX (1u << 20)
+
+void shimwatch_spawn_result_free (ShimwatchSpawnResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchSpawnResult, shimwatch_spawn_result_free)
+
+/* @argv[0] is an absolute path; @envp the whole environment; @cwd the child's working
+ * directory; @stdin_fd (borrowed, may be -1 for /dev/null) its stdin. Completes on the
+ * thread-default main context once the process exited and its pipes are read. */
+void                  shimwatch_spawn_async  (const char * const  *argv,
+                                              const char * const  *envp,
+                                              const char          *cwd,
+                                              int                  stdin_fd,
+                                              guint                timeout_ms,
+                                              GAsyncReadyCallback  callback,
+                                              gpointer             user_data);
+ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult        *result,
+                                              GError             **error);
+
+G_END_DECLS
