@@ -41,6 +41,14 @@ get_string_list (GKeyFile    *file,
   return g_key_file_get_string_list (file, group, key, NULL, error);
 }
 
+/* `shim delete` forks runc and waits for it, so a slot is busy part of its time: two per
+ * CPU keep every CPU working while hundreds of shims are cleaned up at once */
+guint
+shimwatch_config_default_cleanup_concurrency (void)
+{
+  return CLAMP (2 * g_get_num_processors (), 2, 256);
+}
+
 ShimwatchConfig *
 shimwatch_config_new (void)
 {
@@ -51,7 +59,7 @@ shimwatch_config_new (void)
   config->state_dir = g_strdup ("/var/lib/shimwatch");
   config->runtime_path = g_strdupv ((GStrv) path);
   config->cleanup_timeout_ms = 5000;      /* containerd's io.containerd.timeout.shim.cleanup */
-  config->cleanup_concurrency = 8;
+  config->cleanup_concurrency = shimwatch_config_default_cleanup_concurrency ();
   config->health_interval_ms = 10000;
   config->task_log_max_size = 1024 * 1024;
   config->task_log_max_files = 5;
@@ -286,6 +294,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   g_auto(GStrv) runtime_path = NULL;
   gint64 timeout = 0;
   gint64 concurrency = 0;
+  g_autofree char *concurrency_text = NULL;
   gint64 health = -1;
   gsize length = 0;
   gint64 log_size = 0;
@@ -328,7 +337,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   READ (g_key_file_get_string, state_dir, "StateDirectory");
   READ (get_string_list, runtime_path, "RuntimePath");
   READ (g_key_file_get_int64, timeout, "CleanupTimeout");
-  READ (g_key_file_get_int64, concurrency, "CleanupConcurrency");
+  READ (g_key_file_get_value, concurrency_text, "CleanupConcurrency");
   READ (g_key_file_get_int64, health, "HealthInterval");
   READ (g_key_file_get_int64, log_size, "TaskLogMaxSize");
   READ (g_key_file_get_int64, log_files, "TaskLogMaxFiles");
@@ -375,12 +384,18 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
                    "%s: CleanupTimeout must be 1 to 600 seconds", path);
       return FALSE;
     }
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "CleanupConcurrency", NULL) &&
-      (concurrency < 1 || concurrency > 256))
+  /* "auto": the default, from the number of CPUs */
+  if (concurrency_text != NULL)
     {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: CleanupConcurrency must be 1 to 256", path);
-      return FALSE;
+      g_strstrip (concurrency_text);
+      if (g_str_equal (concurrency_text, "auto"))
+        concurrency = shimwatch_config_default_cleanup_concurrency ();
+      else if (!g_ascii_string_to_signed (concurrency_text, 10, 1, 256, &concurrency, NULL))
+        {
+          g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                       "%s: CleanupConcurrency must be 1 to 256, or auto", path);
+          return FALSE;
+        }
     }
 
   if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", NULL) &&
