@@ -1251,7 +1251,6 @@ static void
 test_spawn (void)
 {
   g_autofree char *dir = g_dir_make_tmp ("swspawn-XXXXXX", NULL);
-  g_autofree char *big = NULL;
   int kept = open ("/dev/null", O_RDONLY);   /* not O_CLOEXEC: still never inherited */
   g_autofree char *kept_path = g_strdup_printf ("/proc/self/fd/%d", kept);
   g_autofree char *script = g_strdup_printf (
@@ -1263,7 +1262,6 @@ test_spawn (void)
   const char *missing[] = { "/nonexistent/shim", NULL };
   g_autoptr(ShimwatchSpawnResult) result = NULL;
   g_autofree char *expected = g_strdup_printf ("%s\nyes\n", dir);
-  g_autoptr(GError) error = NULL;
 
   /* cwd, environment, stdin at EOF, no descriptor of ours, exit status, both outputs */
   result = spawn_and_wait (argv, dir, -1, 10000);
