@@ -12,14 +12,19 @@
 
 #include "shimwatch-spawn.h"
 
+/* pidfd_open(2) failed with ENOSYS or EPERM once: it will again, do not ask each time */
+static gint pidfd_open_unavailable;
+/* pidfd_open(2) fails with this errno instead of being called (0: it is called) */
+static int pidfd_open_errno_for_tests;
+
 typedef struct {
-  GPid        pid;
-  int         pidfd;
-  guint       pidfd_watch;
-  guint       timeout_id;
-  int         fds[2];           /* our ends of the child's stdout and stderr */
-  guint       watches[2];
-  GByteArray *output[2];
+  GPid                  pid;
+  int                   pidfd;  /* -1: a waiter thread watches the exit (wait_thread) */
+  GSource              *pidfd_source;
+  GSource              *timeout_source;
+  int                   fds[2]; /* our ends of the child's stdout and stderr */
+  GSource              *pipe_sources[2];
+  GByteArray           *output[2];
   ShimwatchSpawnResult *result;
 } SpawnData;
 
@@ -34,13 +39,22 @@ shimwatch_spawn_result_free (ShimwatchSpawnResult *result)
 }
 
 static void
+clear_source (GSource **source)
+{
+  if (*source == NULL)
+    return;
+  g_source_destroy (*source);
+  g_clear_pointer (source, g_source_unref);
+}
+
+static void
 spawn_data_free (SpawnData *data)
 {
-  g_clear_handle_id (&data->pidfd_watch, g_source_remove);
-  g_clear_handle_id (&data->timeout_id, g_source_remove);
+  clear_source (&data->pidfd_source);
+  clear_source (&data->timeout_source);
   for (guint i = 0; i < 2; i++)
     {
-      g_clear_handle_id (&data->watches[i], g_source_remove);
+      clear_source (&data->pipe_sources[i]);
       if (data->fds[i] >= 0)
         close (data->fds[i]);
       if (data->output[i] != NULL)
@@ -50,6 +64,20 @@ spawn_data_free (SpawnData *data)
     close (data->pidfd);
   shimwatch_spawn_result_free (data->result);
   g_free (data);
+}
+
+/* every source of a run is attached to the context the task completes on */
+static GSource *
+attach (GTask      *task,
+        GSource    *source,
+        GSourceFunc callback,
+        gpointer    user_data,
+        const char *name)
+{
+  g_source_set_callback (source, callback, user_data, NULL);
+  g_source_set_static_name (source, name);
+  g_source_attach (source, g_task_get_context (task));
+  return source;
 }
 
 /* what the pipe holds now; FALSE at EOF or on an error */
@@ -80,7 +108,7 @@ static void
 close_pipe (SpawnData *data,
             guint      i)
 {
-  g_clear_handle_id (&data->watches[i], g_source_remove);
+  clear_source (&data->pipe_sources[i]);
   if (data->fds[i] >= 0)
     {
       close (data->fds[i]);
@@ -99,24 +127,21 @@ pipe_cb (int          fd,
 
   if (drain (data, i))
     return G_SOURCE_CONTINUE;
-  data->watches[i] = 0;
-  close (data->fds[i]);
-  data->fds[i] = -1;
+  close_pipe (data, i);
   return G_SOURCE_REMOVE;
 }
 
-static gboolean
-exited_cb (int          fd,
-           GIOCondition condition,
-           gpointer     user_data)
+/* The child has exited and nobody reaped it: reap it here, on the task's context. This is
+ * the only place that reaps it, and it ends the deadline, so that the deadline's kill can
+ * never reach a pid the kernel has handed to another process since. */
+static void
+child_exited (GTask *task)
 {
-  g_autoptr(GTask) task = user_data;
   SpawnData *data = g_task_get_task_data (task);
   int status = 0;
   pid_t reaped;
 
-  data->pidfd_watch = 0;
-  g_clear_handle_id (&data->timeout_id, g_source_remove);
+  clear_source (&data->timeout_source);
   do
     reaped = waitpid (data->pid, &status, 0);
   while (reaped < 0 && errno == EINTR);
@@ -133,7 +158,50 @@ exited_cb (int          fd,
   data->result->stderr_bytes = g_byte_array_free_to_bytes (g_steal_pointer (&data->output[1]));
   g_task_return_pointer (task, g_steal_pointer (&data->result),
                          (GDestroyNotify) shimwatch_spawn_result_free);
+}
+
+static gboolean
+pidfd_readable_cb (int          fd,
+                   GIOCondition condition,
+                   gpointer     user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  SpawnData *data = g_task_get_task_data (task);
+
+  g_clear_pointer (&data->pidfd_source, g_source_unref);
+  child_exited (task);
   return G_SOURCE_REMOVE;
+}
+
+static gboolean
+waited_cb (gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+
+  child_exited (task);
+  return G_SOURCE_REMOVE;
+}
+
+/* Without a pidfd (pidfd_open(2) is missing under valgrind 3.19 and before Linux 5.3, and a
+ * seccomp filter may refuse it), a thread of its own blocks in waitid(2) with WNOWAIT until
+ * the child has exited, and leaves the reaping to the task's context. A GLib child watch
+ * would not do: GLib reaps in its worker thread before the callback runs on ours, and a
+ * deadline firing in between would signal a pid that may no longer be the child's. */
+static gpointer
+wait_thread (gpointer user_data)
+{
+  GTask *task = user_data;                 /* a reference, handed on to waited_cb */
+  SpawnData *data = g_task_get_task_data (task);
+  GSource *source;
+  siginfo_t info;
+
+  while (waitid (P_PID, (id_t) data->pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+    ;
+  source = g_idle_source_new ();
+  g_source_set_priority (source, G_PRIORITY_DEFAULT);
+  attach (task, source, waited_cb, task, "[shimwatch] spawned process exited");
+  g_source_unref (source);
+  return NULL;
 }
 
 static gboolean
@@ -142,22 +210,92 @@ timeout_cb (gpointer user_data)
   GTask *task = user_data;
   SpawnData *data = g_task_get_task_data (task);
 
-  data->timeout_id = 0;
+  g_clear_pointer (&data->timeout_source, g_source_unref);
   data->result->timed_out = TRUE;
-  pidfd_send_signal (data->pidfd, SIGKILL, NULL, 0);
+  /* not reaped yet (child_exited ends this deadline when it reaps): the pid is still the
+   * child's, alive or a zombie, with or without a pidfd */
+  if (data->pidfd >= 0)
+    pidfd_send_signal (data->pidfd, SIGKILL, NULL, 0);
+  else
+    kill (data->pid, SIGKILL);
   return G_SOURCE_REMOVE;
 }
 
 void
-shimwatch_spawn_async (const char * const  *argv,
-                       const char * const  *envp,
-                       const char          *cwd,
-                       int                  stdin_fd,
-                       guint                timeout_ms,
-                       GAsyncReadyCallback  callback,
-                       gpointer             user_data)
+shimwatch_spawn_set_pidfd_open_errno_for_tests (int errno_value)
+{
+  pidfd_open_errno_for_tests = errno_value;
+}
+
+/* a pidfd for the child, or -1 with errno set */
+static int
+open_pidfd (GPid pid)
+{
+  int pidfd;
+
+  if (G_UNLIKELY (pidfd_open_errno_for_tests != 0))
+    {
+      errno = pidfd_open_errno_for_tests;
+      return -1;
+    }
+  if (g_atomic_int_get (&pidfd_open_unavailable))
+    {
+      errno = ENOSYS;
+      return -1;
+    }
+  pidfd = pidfd_open (pid, 0);
+  if (pidfd < 0 && (errno == ENOSYS || errno == EPERM))
+    g_atomic_int_set (&pidfd_open_unavailable, TRUE);
+  return pidfd;
+}
+
+/* watch for the child's exit: a pidfd in the task's context, or else a waiter thread */
+static gboolean
+watch_exit (GTask   *task,
+            GError **error)
+{
+  static gsize logged = 0;
+  SpawnData *data = g_task_get_task_data (task);
+  GThread *thread;
+  int saved_errno;
+
+  data->pidfd = open_pidfd (data->pid);
+  if (data->pidfd >= 0)
+    {
+      data->pidfd_source = attach (task, g_unix_fd_source_new (data->pidfd, G_IO_IN),
+                                   G_SOURCE_FUNC (pidfd_readable_cb),
+                                   g_object_ref (task), "[shimwatch] spawned process pidfd");
+      return TRUE;
+    }
+
+  saved_errno = errno;
+  if (g_once_init_enter (&logged))
+    {
+      g_message ("pidfd_open() failed (%s): the exit of each command the service runs is "
+                 "waited for in a thread", g_strerror (saved_errno));
+      g_once_init_leave (&logged, 1);
+    }
+  thread = g_thread_try_new ("shimwatch-wait", wait_thread, g_object_ref (task), error);
+  if (thread == NULL)
+    {
+      g_object_unref (task);
+      return FALSE;
+    }
+  g_thread_unref (thread);
+  return TRUE;
+}
+
+void
+shimwatch_spawn_async (const char * const *argv,
+                       const char * const *envp,
+                       const char         *cwd,
+                       int                 stdin_fd,
+                       guint               timeout_ms,
+                       GAsyncReadyCallback callback,
+                       gpointer            user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
+  g_autoptr(GError) error = NULL;
   SpawnData *data = g_new0 (SpawnData, 1);
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -179,6 +317,8 @@ shimwatch_spawn_async (const char * const  *argv,
   if (stdin_fd < 0 || pipe2 (out, O_CLOEXEC) != 0 || pipe2 (err, O_CLOEXEC) != 0)
     {
       saved_errno = errno;
+      g_set_error (&error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot run %s: %s", argv[0], g_strerror (saved_errno));
       goto out;
     }
 
@@ -200,28 +340,34 @@ shimwatch_spawn_async (const char * const  *argv,
   posix_spawn_file_actions_destroy (&actions);
   posix_spawnattr_destroy (&attr);
   if (saved_errno != 0)
-    goto out;
-
-  data->pidfd = pidfd_open (data->pid, 0);
-  if (data->pidfd < 0)
     {
-      /* cannot happen on a kernel the service runs on (5.3+); never leave a zombie */
-      saved_errno = errno;
+      g_set_error (&error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                   "cannot run %s: %s", argv[0], g_strerror (saved_errno));
+      goto out;
+    }
+
+  if (!watch_exit (task, &error))
+    {
+      /* nobody reaped it: the pid is still the child's; never leave it behind */
       kill (data->pid, SIGKILL);
       waitpid (data->pid, NULL, 0);
+      g_prefix_error (&error, "cannot wait for %s: ", argv[0]);
       goto out;
     }
   for (guint i = 0; i < 2; i++)
     {
       data->fds[i] = i == 0 ? out[0] : err[0];
       g_unix_set_fd_nonblocking (data->fds[i], TRUE, NULL);
-      data->watches[i] = g_unix_fd_add (data->fds[i], G_IO_IN | G_IO_HUP | G_IO_ERR, pipe_cb,
-                                        task);
+      data->pipe_sources[i] = attach (task,
+                                      g_unix_fd_source_new (data->fds[i],
+                                                            G_IO_IN | G_IO_HUP | G_IO_ERR),
+                                      G_SOURCE_FUNC (pipe_cb), task,
+                                      "[shimwatch] spawned process output");
     }
   out[0] = err[0] = -1;
-  data->pidfd_watch = g_unix_fd_add (data->pidfd, G_IO_IN, exited_cb, g_object_ref (task));
   if (timeout_ms > 0)
-    data->timeout_id = g_timeout_add (timeout_ms, timeout_cb, task);
+    data->timeout_source = attach (task, g_timeout_source_new (timeout_ms), timeout_cb, task,
+                                   "[shimwatch] spawned process deadline");
 
 out:
   for (guint i = 0; i < 2; i++)
@@ -233,14 +379,13 @@ out:
     }
   if (null_fd >= 0)
     close (null_fd);
-  if (saved_errno != 0)
-    g_task_return_new_error (task, G_IO_ERROR, g_io_error_from_errno (saved_errno),
-                             "cannot run %s: %s", argv[0], g_strerror (saved_errno));
+  if (error != NULL)
+    g_task_return_error (task, g_steal_pointer (&error));
 }
 
 ShimwatchSpawnResult *
-shimwatch_spawn_finish (GAsyncResult  *result,
-                        GError       **error)
+shimwatch_spawn_finish (GAsyncResult *result,
+                        GError      **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);

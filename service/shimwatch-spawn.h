@@ -8,7 +8,8 @@
  * those forks than in its own work. posix_spawn(3) starts the child in the parent's
  * memory (CLONE_VM | CLONE_VFORK) until it execs; glibc does the chdir, the redirections
  * and the closing of every other descriptor in the child. The exit is watched through a
- * pidfd in the main context, and the output is read from non-blocking pipes as it comes.
+ * pidfd in the main context (where pidfd_open(2) is missing or refused: a thread blocked
+ * in waitid(2)), and the output is read from non-blocking pipes as it comes.
  */
 #pragma once
 
@@ -17,7 +18,7 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  int      wait_status;    /* as waitpid(2) reports it; meaningless if timed_out */
+  int      wait_status;    /* as waitpid(2) reports it (a SIGKILL if timed_out) */
   gboolean timed_out;      /* killed (SIGKILL) at the deadline */
   GBytes  *stdout_bytes;   /* at most SHIMWATCH_SPAWN_OUTPUT_MAX each */
   GBytes  *stderr_bytes;
@@ -40,5 +41,9 @@ void                  shimwatch_spawn_async  (const char * const  *argv,
                                               gpointer             user_data);
 ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult        *result,
                                               GError             **error);
+
+/* for the unit tests: make pidfd_open(2) fail with @errno_value (0: call it again), as it
+ * does under valgrind 3.19 (ENOSYS) or a seccomp filter (EPERM) */
+void shimwatch_spawn_set_pidfd_open_errno_for_tests (int errno_value);
 
 G_END_DECLS

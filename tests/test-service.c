@@ -24,7 +24,6 @@
 #include "shimwatch-record-committer.h"
 #include "shimwatch-records.h"
 #include "shimwatch-signal-ledger.h"
-#include "shimwatch-spawn.h"
 #include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
 
@@ -1205,99 +1204,6 @@ test_records_pending_mark (void)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
-static void
-spawn_failed_cb (GObject      *source,
-                 GAsyncResult *result,
-                 gpointer      user_data)
-{
-  g_autoptr(GError) error = NULL;
-
-  g_assert_null (shimwatch_spawn_finish (result, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
-  *(gboolean *) user_data = TRUE;
-}
-
-/* -- shim delete's runner: posix_spawn, pidfd, pipes ------------------------------------- */
-
-static void
-spawn_done_cb (GObject      *source,
-               GAsyncResult *result,
-               gpointer      user_data)
-{
-  ShimwatchSpawnResult **out = user_data;
-  g_autoptr(GError) error = NULL;
-
-  *out = shimwatch_spawn_finish (result, &error);
-  g_assert_no_error (error);
-}
-
-static ShimwatchSpawnResult *
-spawn_and_wait (const char * const *argv,
-                const char         *cwd,
-                int                 stdin_fd,
-                guint               timeout_ms)
-{
-  g_auto(GStrv) env = g_environ_setenv (g_get_environ (), "SHIMWATCH_SPAWN_TEST", "yes", TRUE);
-  ShimwatchSpawnResult *result = NULL;
-
-  shimwatch_spawn_async (argv, (const char * const *) env, cwd, stdin_fd, timeout_ms,
-                         spawn_done_cb, &result);
-  while (result == NULL)
-    g_main_context_iteration (NULL, TRUE);
-  return result;
-}
-
-static void
-test_spawn (void)
-{
-  g_autofree char *dir = g_dir_make_tmp ("swspawn-XXXXXX", NULL);
-  int kept = open ("/dev/null", O_RDONLY);   /* not O_CLOEXEC: still never inherited */
-  g_autofree char *kept_path = g_strdup_printf ("/proc/self/fd/%d", kept);
-  g_autofree char *script = g_strdup_printf (
-    "pwd; echo \"$SHIMWATCH_SPAWN_TEST\"; test -e %s && echo inherited; cat; "
-    "echo oops >&2; exit 3", kept_path);
-  const char *argv[] = { "/bin/sh", "-c", script, NULL };
-  const char *sleeper[] = { "/bin/sh", "-c", "sleep 30", NULL };
-  const char *flood[] = { "/bin/sh", "-c", "head -c 300000 /dev/zero", NULL };
-  const char *missing[] = { "/nonexistent/shim", NULL };
-  g_autoptr(ShimwatchSpawnResult) result = NULL;
-  g_autofree char *expected = g_strdup_printf ("%s\nyes\n", dir);
-
-  /* cwd, environment, stdin at EOF, no descriptor of ours, exit status, both outputs */
-  result = spawn_and_wait (argv, dir, -1, 10000);
-  g_assert_false (result->timed_out);
-  g_assert_true (WIFEXITED (result->wait_status));
-  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 3);
-  g_assert_cmpmem (g_bytes_get_data (result->stdout_bytes, NULL),
-                   g_bytes_get_size (result->stdout_bytes), expected, strlen (expected));
-  g_assert_cmpmem (g_bytes_get_data (result->stderr_bytes, NULL),
-                   g_bytes_get_size (result->stderr_bytes), "oops\n", 5);
-  g_clear_pointer (&result, shimwatch_spawn_result_free);
-
-  /* more than a pipe holds is read as it comes */
-  result = spawn_and_wait (flood, dir, -1, 10000);
-  g_assert_cmpuint (g_bytes_get_size (result->stdout_bytes), ==, 300000);
-  g_clear_pointer (&result, shimwatch_spawn_result_free);
-
-  /* the deadline kills it */
-  result = spawn_and_wait (sleeper, dir, -1, 200);
-  g_assert_true (result->timed_out);
-  g_clear_pointer (&result, shimwatch_spawn_result_free);
-
-  /* a binary that is not there: an error, no child left */
-  {
-    gboolean done = FALSE;
-
-    const char *no_env[] = { NULL };
-
-    shimwatch_spawn_async (missing, no_env, dir, -1, 1000, spawn_failed_cb, &done);
-    while (!done)
-      g_main_context_iteration (NULL, TRUE);
-  }
-  close (kept);
-  g_assert_cmpint (g_rmdir (dir), ==, 0);
-}
-
 /* -- the bounded, fair queue of authorization checks ------------------------------------ */
 
 #define ITEM(uid, n) GUINT_TO_POINTER ((uid) * 1000 + (n) + 1)
@@ -1401,7 +1307,6 @@ main (int    argc,
   g_test_add_func ("/service/fair-queue/limits", test_fair_queue_limits);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
-  g_test_add_func ("/service/spawn", test_spawn);
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
   g_test_add ("/service/ledger/marks-when-durable", LedgerFixture, NULL, ledger_setup,
               test_ledger_marks_when_durable, ledger_teardown);
