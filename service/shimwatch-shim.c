@@ -886,7 +886,6 @@ handle_get_stats (ShimwatchDbusShim     *iface,
   ShimwatchShim *self = SHIMWATCH_SHIM (iface);
   g_autoptr(GError) error = NULL;
   ShimwatchTaskStats stats;
-  GVariantBuilder builder;
 
   if (!require_processes (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -907,15 +906,8 @@ handle_get_stats (ShimwatchDbusShim     *iface,
                                              self->namespace_, self->id, error->message);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
-  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
-  g_variant_builder_add (&builder, "{sv}", "memory_current",
-                         g_variant_new_uint64 (stats.memory_current));
-  g_variant_builder_add (&builder, "{sv}", "memory_max", g_variant_new_uint64 (stats.memory_max));
-  g_variant_builder_add (&builder, "{sv}", "cpu_usage_usec",
-                         g_variant_new_uint64 (stats.cpu_usage_usec));
-  g_variant_builder_add (&builder, "{sv}", "pids_current",
-                         g_variant_new_uint32 (stats.pids_current));
-  shimwatch_dbus_shim_complete_get_stats (iface, invocation, g_variant_builder_end (&builder));
+  shimwatch_dbus_shim_complete_get_stats (iface, invocation,
+                                          shimwatch_task_stats_to_variant (&stats));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

@@ -270,3 +270,19 @@ shimwatch_task_cgroup_oom_kills (ShimwatchTaskCgroup *cgroup)
     read_keyed (cgroup->memory, "memory.oom_control", "oom_kill", &kills);
   return kills;
 }
+
+GVariant *
+shimwatch_task_stats_to_variant (const ShimwatchTaskStats *stats)
+{
+  GVariantBuilder builder;
+
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "memory_current",
+                         g_variant_new_uint64 (stats->memory_current));
+  g_variant_builder_add (&builder, "{sv}", "memory_max", g_variant_new_uint64 (stats->memory_max));
+  g_variant_builder_add (&builder, "{sv}", "cpu_usage_usec",
+                         g_variant_new_uint64 (stats->cpu_usage_usec));
+  g_variant_builder_add (&builder, "{sv}", "pids_current",
+                         g_variant_new_uint32 (stats->pids_current));
+  return g_variant_builder_end (&builder);
+}

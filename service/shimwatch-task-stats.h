@@ -45,4 +45,8 @@ gboolean    shimwatch_task_cgroup_read_stats (ShimwatchTaskCgroup *cgroup,
  * v2 memory.events "oom_kill"); 0 when unknown */
 guint64     shimwatch_task_cgroup_oom_kills  (ShimwatchTaskCgroup *cgroup);
 
+/* Shim.GetStats' reply, a floating a{sv}: memory_current, memory_max, cpu_usage_usec (t)
+ * and pids_current (u) */
+GVariant   *shimwatch_task_stats_to_variant  (const ShimwatchTaskStats *stats);
+
 G_END_DECLS

@@ -105,6 +105,24 @@ test_v2 (Fixture       *fixture,
   g_assert_cmpuint (stats.memory_max, ==, 16777216);
 }
 
+/* GetStats' reply: the D-Bus API's keys with their types, and nothing else */
+static void
+test_to_variant (void)
+{
+  const ShimwatchTaskStats stats = {
+    .memory_current = 1048576,
+    .memory_max = G_GUINT64_CONSTANT (1) << 40,
+    .cpu_usage_usec = 250000,
+    .pids_current = 3,
+  };
+  g_autoptr(GVariant) reply = g_variant_ref_sink (shimwatch_task_stats_to_variant (&stats));
+  g_autofree char *text = g_variant_print (reply, TRUE);
+
+  g_assert_cmpstr (text, ==, "{'memory_current': <uint64 1048576>, "
+                             "'memory_max': <uint64 1099511627776>, "
+                             "'cpu_usage_usec': <uint64 250000>, 'pids_current': <uint32 3>}");
+}
+
 static void
 test_v1_hybrid (Fixture       *fixture,
                 gconstpointer  data)
@@ -214,5 +232,6 @@ main (int    argc,
   g_test_add ("/task-stats/gone-and-garbage", Fixture, NULL, fixture_set_up,
               test_gone_and_garbage, fixture_tear_down);
   g_test_add_func ("/task-stats/this-process", test_this_process);
+  g_test_add_func ("/task-stats/to-variant", test_to_variant);
   return g_test_run ();
 }
