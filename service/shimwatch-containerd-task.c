@@ -93,28 +93,6 @@ manager (ShimwatchContainerdTask *self)
   return self->env->manager;
 }
 
-static void
-add_history (ShimwatchContainerdTask *self,
-             const char              *event,
-             guint32                  pid,
-             gboolean                 has_exit_status,
-             guint32                  exit_status,
-             const char              *reason)
-{
-  ShimwatchHistoryEvent entry = {
-    .event = event,
-    .namespace_ = self->namespace_,
-    .id = self->id,
-    .pid = pid,
-    .has_exit_status = has_exit_status,
-    .exit_status = exit_status,
-    .reason = reason,
-  };
-
-  if (self->env->history != NULL)
-    shimwatch_history_add (self->env->history, &entry);
-}
-
 /* -- the record ------------------------------------------------------------------------ */
 
 static void
@@ -214,7 +192,8 @@ emit_disconnected (ShimwatchContainerdTask *self)
   shimwatch_dbus_manager_emit_shim_disconnected (manager (self), self->path, self->namespace_,
                                                  self->id,
                                                  shimwatch_dbus_shim_get_shim_pid (iface));
-  add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
+  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "disconnected",
+                                    shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
 }
 
@@ -257,7 +236,8 @@ emit_exit (ShimwatchContainerdTask *self,
   before_signal (self, "TaskExit");
   shimwatch_dbus_manager_emit_task_exit (manager (self), self->path, self->namespace_, self->id,
                                          self->id, pid, exit_status, (guint64) exited_at);
-  add_history (self, "exit", pid, TRUE, exit_status, reason);
+  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "exit", pid,
+                                    TRUE, exit_status, reason);
 }
 
 static void
@@ -318,7 +298,8 @@ emit_delete_and_finish (ShimwatchContainerdTask *self)
                                              self->exit.exit_status,
                                              (guint64) self->exit.exited_at);
   }
-  add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
+  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "delete",
+                                    self->exit.pid, TRUE, self->exit.exit_status, NULL);
   /* a bundle left behind (a failed takeover) keeps its record until it is gone, so that
    * a restarted service does not report the task again */
   if (self->bundle_gone)

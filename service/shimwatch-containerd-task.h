@@ -29,7 +29,7 @@ G_BEGIN_DECLS
 typedef struct {
   ShimwatchDbusManager  *manager;          /* signals are emitted on it */
   ShimwatchRecordCommitter *committer;     /* the tasks' records; NULL: none */
-  ShimwatchHistory      *history;          /* NULL: none */
+  ShimwatchHistory      *history;          /* lifecycle events go here too */
   ShimwatchLauncher     *launcher;         /* runs `shim delete` for a takeover */
   const char * const    *runtime_dirs;     /* where a shim binary may come from */
   const char            *containerd_socket; /* containerd's gRPC socket file */

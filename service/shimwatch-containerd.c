@@ -434,6 +434,7 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
   ShimwatchLauncherConfig launcher_config = { 0 };
 
   g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (SHIMWATCH_IS_HISTORY (history), NULL);
 
   self->config = shimwatch_config_copy (config);
   self->records_dir = g_build_filename (config->runtime_dir, "containerd-records", NULL);
@@ -465,7 +466,7 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
     shimwatch_record_committer_set_connection (self->committer, connection);
   self->env.manager = manager;
   self->env.committer = self->committer;
-  self->env.history = history != NULL ? g_object_ref (history) : NULL;
+  self->env.history = g_object_ref (history);
   self->env.launcher = shimwatch_launcher_new (&launcher_config);
   self->env.runtime_dirs = (const char * const *) self->config->runtime_path;
   self->env.containerd_socket = self->config->containerd_address;

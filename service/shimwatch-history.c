@@ -268,6 +268,29 @@ shimwatch_history_add (ShimwatchHistory            *self,
   schedule (self);
 }
 
+void
+shimwatch_history_add_task_event (ShimwatchHistory *self,
+                                  const char       *namespace_,
+                                  const char       *id,
+                                  const char       *event,
+                                  guint32           pid,
+                                  gboolean          has_exit_status,
+                                  guint32           exit_status,
+                                  const char       *reason)
+{
+  ShimwatchHistoryEvent entry = {
+    .event = event,
+    .namespace_ = namespace_,
+    .id = id,
+    .pid = pid,
+    .has_exit_status = has_exit_status,
+    .exit_status = exit_status,
+    .reason = reason,
+  };
+
+  shimwatch_history_add (self, &entry);
+}
+
 static gboolean
 matches (GVariant   *entry,
          const char *key,

@@ -55,6 +55,16 @@ ShimwatchHistory *shimwatch_history_new          (const char                  *d
                                                   gsize                        file_max);
 void              shimwatch_history_add          (ShimwatchHistory            *self,
                                                   const ShimwatchHistoryEvent *event);
+/* the same for an event of the task namespace_/id, now; exit_status only counts when
+ * has_exit_status is TRUE, reason may be NULL */
+void              shimwatch_history_add_task_event (ShimwatchHistory          *self,
+                                                    const char                *namespace_,
+                                                    const char                *id,
+                                                    const char                *event,
+                                                    guint32                    pid,
+                                                    gboolean                   has_exit_status,
+                                                    guint32                    exit_status,
+                                                    const char                *reason);
 /* aa{sv}, oldest first, at most limit (0 = all kept) of the newest events matching
  * namespace_ and id (NULL = any) */
 GVariant         *shimwatch_history_query        (ShimwatchHistory            *self,

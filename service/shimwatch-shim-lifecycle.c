@@ -102,17 +102,9 @@ shimwatch_shim_add_history (ShimwatchShim *self,
                             guint32        exit_status,
                             const char    *reason)
 {
-  ShimwatchHistoryEvent entry = {
-    .event = event,
-    .namespace_ = self->namespace_,
-    .id = self->id,
-    .pid = pid,
-    .has_exit_status = has_exit_status,
-    .exit_status = exit_status,
-    .reason = reason,
-  };
-
-  shimwatch_history_add (shimwatch_publisher_get_history (self->services.publisher), &entry);
+  shimwatch_history_add_task_event (shimwatch_publisher_get_history (self->services.publisher),
+                                    self->namespace_, self->id, event, pid, has_exit_status,
+                                    exit_status, reason);
 }
 
 /* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a

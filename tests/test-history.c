@@ -44,17 +44,10 @@ add (ShimwatchHistory *history,
      const char       *id,
      guint32           pid)
 {
-  ShimwatchHistoryEvent entry = {
-    .event = event,
-    .namespace_ = namespace_,
-    .id = id,
-    .pid = pid,
-    .has_exit_status = g_str_equal (event, "exit"),
-    .exit_status = 137,
-    .reason = g_str_equal (event, "exit") ? "signaled" : NULL,
-  };
+  gboolean is_exit = g_str_equal (event, "exit");
 
-  shimwatch_history_add (history, &entry);
+  shimwatch_history_add_task_event (history, namespace_, id, event, pid, is_exit, 137,
+                                    is_exit ? "signaled" : NULL);
 }
 
 static char *
