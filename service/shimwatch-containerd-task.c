@@ -21,6 +21,7 @@
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
+#include "shimwatch-task-object.h"
 #include "shimwatch-task-stats.h"
 
 /* how often containerd's socket is asked whether anyone answers while a dead shim's
@@ -794,16 +795,6 @@ shimwatch_containerd_task_iface_init (ShimwatchDbusShimIface *iface)
 
 /* -- construction ---------------------------------------------------------------------- */
 
-char *
-shimwatch_containerd_task_path_for (const char *namespace_,
-                                    const char *id)
-{
-  g_autofree char *ns = g_dbus_escape_object_path (namespace_);
-  g_autofree char *escaped_id = g_dbus_escape_object_path (id);
-
-  return g_strconcat (SHIMWATCH_DBUS_CONTAINERD_PATH "/", ns, "/", escaped_id, NULL);
-}
-
 /* containerd-shim-runc-v2 → io.containerd.runc.v2 */
 static char *
 runtime_from_binary (const char *binary)
@@ -869,7 +860,7 @@ task_new (const ShimwatchContainerdEnv *env,
   self->namespace_ = g_strdup (namespace_);
   self->id = g_strdup (id);
   self->bundle = g_strdup (bundle);
-  self->path = shimwatch_containerd_task_path_for (namespace_, id);
+  self->path = shimwatch_task_object_path (SHIMWATCH_DBUS_CONTAINERD_PATH, namespace_, id);
   shimwatch_dbus_shim_set_namespace (iface, namespace_);
   shimwatch_dbus_shim_set_id (iface, id);
   shimwatch_dbus_shim_set_bundle (iface, bundle);

@@ -49,8 +49,6 @@ ShimwatchContainerdTask *shimwatch_containerd_task_new             (const Shimwa
 /* a task an earlier run of the service recorded: the signals it sent are not sent again */
 ShimwatchContainerdTask *shimwatch_containerd_task_new_from_record (const ShimwatchContainerdEnv *env,
                                                                     const ShimwatchRecord        *record);
-char       *shimwatch_containerd_task_path_for     (const char              *namespace_,
-                                                    const char              *id);
 const char *shimwatch_containerd_task_get_path      (ShimwatchContainerdTask *self);
 const char *shimwatch_containerd_task_get_namespace (ShimwatchContainerdTask *self);
 const char *shimwatch_containerd_task_get_id        (ShimwatchContainerdTask *self);

@@ -13,6 +13,7 @@
 #include "shimwatch-containerd-connection.h"
 #include "shimwatch-containerd-watcher.h"
 #include "shimwatch-records.h"
+#include "shimwatch-task-object.h"
 
 struct _ShimwatchContainerd
 {
@@ -142,16 +143,14 @@ static void
 add_task (ShimwatchContainerd     *self,
           ShimwatchContainerdTask *task)
 {
-  g_autoptr(ShimwatchDbusObjectSkeleton) object = NULL;
   char *key = key_of (shimwatch_containerd_task_get_namespace (task),
                       shimwatch_containerd_task_get_id (task));
 
   g_hash_table_insert (self->tasks, key, task);
   g_signal_connect (task, "disconnected", G_CALLBACK (task_disconnected_cb), self);
   g_signal_connect (task, "finished", G_CALLBACK (task_finished_cb), self);
-  object = shimwatch_dbus_object_skeleton_new (shimwatch_containerd_task_get_path (task));
-  shimwatch_dbus_object_skeleton_set_shim (object, SHIMWATCH_DBUS_SHIM (task));
-  g_dbus_object_manager_server_export (self->object_manager, G_DBUS_OBJECT_SKELETON (object));
+  shimwatch_task_object_export (self->object_manager, shimwatch_containerd_task_get_path (task),
+                                SHIMWATCH_DBUS_SHIM (task));
 }
 
 /* -- connections ----------------------------------------------------------------------- */

@@ -23,6 +23,7 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-stdio.h"
+#include "shimwatch-task-object.h"
 
 static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
 
@@ -220,11 +221,8 @@ void
 shimwatch_manager_export_shim (ShimwatchManager *self,
                                ShimwatchShim    *shim)
 {
-  g_autoptr(ShimwatchDbusObjectSkeleton) object = NULL;
-
-  object = shimwatch_dbus_object_skeleton_new (shimwatch_shim_get_object_path (shim));
-  shimwatch_dbus_object_skeleton_set_shim (object, SHIMWATCH_DBUS_SHIM (shim));
-  g_dbus_object_manager_server_export (self->object_manager, G_DBUS_OBJECT_SKELETON (object));
+  shimwatch_task_object_export (self->object_manager, shimwatch_shim_get_object_path (shim),
+                                SHIMWATCH_DBUS_SHIM (shim));
   shimwatch_shim_set_exported (shim);
 }
 

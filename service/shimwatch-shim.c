@@ -21,6 +21,7 @@
 #include "shimwatch-names.h"
 #include "shimwatch-shim-private.h"
 #include "shimwatch-task-log.h"
+#include "shimwatch-task-object.h"
 #include "shimwatch-task-stats.h"
 
 #define STOP_DEFAULT_S      10
@@ -1152,8 +1153,6 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
 {
   ShimwatchShim *self = g_object_new (SHIMWATCH_TYPE_SHIM, NULL);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  g_autofree char *ns_part = g_dbus_escape_object_path (namespace_);
-  g_autofree char *id_part = g_dbus_escape_object_path (id);
 
   self->services = (ShimwatchShimServices) {
     .config = services->config,
@@ -1168,7 +1167,7 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
   self->runtime = g_strdup (runtime);
   self->shim_binary = g_strdup (shim_binary);
   self->task_dir = g_strdup (task_dir);
-  self->path = g_strconcat (SHIMWATCH_DBUS_SHIMS_PATH "/", ns_part, "/", id_part, NULL);
+  self->path = shimwatch_task_object_path (SHIMWATCH_DBUS_SHIMS_PATH, namespace_, id);
 
   shimwatch_dbus_shim_set_namespace (iface, namespace_);
   shimwatch_dbus_shim_set_id (iface, id);
