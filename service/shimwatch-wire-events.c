@@ -41,120 +41,112 @@ shimwatch_event_free (ShimwatchEvent *event)
   g_free (event);
 }
 
+/* The task events of containerd's api/events/task.proto, by the type URL their Any
+ * carries. What a ShimwatchEvent holds is read from (and written to) the fields of those
+ * names the message has: container_id (every one), bundle, pid, exit_status, exited_at,
+ * and the exec's id, which TaskExit and TaskDelete call "id" and the exec events
+ * "exec_id". */
 static const struct {
-  const char        *type_url;
-  const char        *topic;
-  ShimwatchEventKind kind;
+  const char                       *type_url;
+  const char                       *topic;
+  ShimwatchEventKind                kind;
+  const ProtobufCMessageDescriptor *descriptor;
+  const char                       *exec_id_field;
 } event_types[] = {
-  { "containerd.events.TaskCreate", "/tasks/create", SHIMWATCH_EVENT_TASK_CREATE },
-  { "containerd.events.TaskStart", "/tasks/start", SHIMWATCH_EVENT_TASK_START },
-  { "containerd.events.TaskExit", "/tasks/exit", SHIMWATCH_EVENT_TASK_EXIT },
-  { "containerd.events.TaskDelete", "/tasks/delete", SHIMWATCH_EVENT_TASK_DELETE },
-  { "containerd.events.TaskOOM", "/tasks/oom", SHIMWATCH_EVENT_TASK_OOM },
-  { "containerd.events.TaskExecAdded", "/tasks/exec-added", SHIMWATCH_EVENT_TASK_EXEC_ADDED },
-  { "containerd.events.TaskExecStarted", "/tasks/exec-started", SHIMWATCH_EVENT_TASK_EXEC_STARTED },
-  { "containerd.events.TaskPaused", "/tasks/paused", SHIMWATCH_EVENT_TASK_PAUSED },
-  { "containerd.events.TaskResumed", "/tasks/resumed", SHIMWATCH_EVENT_TASK_RESUMED },
+  { "containerd.events.TaskCreate", "/tasks/create", SHIMWATCH_EVENT_TASK_CREATE,
+    &containerd__events__task_create__descriptor, NULL },
+  { "containerd.events.TaskStart", "/tasks/start", SHIMWATCH_EVENT_TASK_START,
+    &containerd__events__task_start__descriptor, NULL },
+  { "containerd.events.TaskExit", "/tasks/exit", SHIMWATCH_EVENT_TASK_EXIT,
+    &containerd__events__task_exit__descriptor, "id" },
+  { "containerd.events.TaskDelete", "/tasks/delete", SHIMWATCH_EVENT_TASK_DELETE,
+    &containerd__events__task_delete__descriptor, "id" },
+  { "containerd.events.TaskOOM", "/tasks/oom", SHIMWATCH_EVENT_TASK_OOM,
+    &containerd__events__task_oom__descriptor, NULL },
+  { "containerd.events.TaskExecAdded", "/tasks/exec-added", SHIMWATCH_EVENT_TASK_EXEC_ADDED,
+    &containerd__events__task_exec_added__descriptor, "exec_id" },
+  { "containerd.events.TaskExecStarted", "/tasks/exec-started", SHIMWATCH_EVENT_TASK_EXEC_STARTED,
+    &containerd__events__task_exec_started__descriptor, "exec_id" },
+  { "containerd.events.TaskPaused", "/tasks/paused", SHIMWATCH_EVENT_TASK_PAUSED,
+    &containerd__events__task_paused__descriptor, NULL },
+  { "containerd.events.TaskResumed", "/tasks/resumed", SHIMWATCH_EVENT_TASK_RESUMED,
+    &containerd__events__task_resumed__descriptor, NULL },
 };
+
+static const ProtobufCMessageDescriptor *
+descriptor_of (ShimwatchEventKind  kind,
+               const char        **exec_id_field)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (event_types); i++)
+    if (event_types[i].kind == kind)
+      {
+        *exec_id_field = event_types[i].exec_id_field;
+        return event_types[i].descriptor;
+      }
+  *exec_id_field = NULL;
+  return NULL;
+}
+
+/* where the message keeps its singular field called name, if it has one of that type
+ * (a message field: a Timestamp); NULL otherwise */
+static gpointer
+member (const ProtobufCMessage *message,
+        const char             *name,
+        ProtobufCType           type)
+{
+  const ProtobufCFieldDescriptor *field;
+
+  if (name == NULL)
+    return NULL;
+  field = protobuf_c_message_descriptor_get_field_by_name (message->descriptor, name);
+  if (field == NULL || field->type != type || field->label != PROTOBUF_C_LABEL_NONE ||
+      (type == PROTOBUF_C_TYPE_MESSAGE &&
+       field->descriptor != &google__protobuf__timestamp__descriptor))
+    return NULL;
+  return (guint8 *) message + field->offset;
+}
+
+#define STRING_FIELD(message, name)    ((char **) member (message, name, PROTOBUF_C_TYPE_STRING))
+#define UINT32_FIELD(message, name)    ((uint32_t *) member (message, name, PROTOBUF_C_TYPE_UINT32))
+#define TIMESTAMP_FIELD(message, name) \
+  ((Google__Protobuf__Timestamp **) member (message, name, PROTOBUF_C_TYPE_MESSAGE))
 
 static gboolean
 decode_event_body (ShimwatchEvent               *event,
                    const Google__Protobuf__Any  *any,
                    GError                      **error)
 {
-  g_autoptr(GBytes) value = g_bytes_new_static (any->value.data, any->value.len);
-  ProtobufCMessage *message = NULL;
+  g_autoptr(GBytes) value = NULL;
+  const ProtobufCMessageDescriptor *descriptor;
+  const char *exec_id_field;
+  ProtobufCMessage *message;
   const char *container_id = NULL;
   const char *exec_id = NULL;
   const char *bundle = NULL;
+  char **string;
+  uint32_t *number;
+  Google__Protobuf__Timestamp **stamp;
 
-  switch (event->kind)
-    {
-    case SHIMWATCH_EVENT_TASK_CREATE:
-      {
-        Containerd__Events__TaskCreate *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_create__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        bundle = m->bundle;
-        event->pid = m->pid;
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_START:
-      {
-        Containerd__Events__TaskStart *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_start__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        event->pid = m->pid;
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_EXIT:
-      {
-        Containerd__Events__TaskExit *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_exit__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        exec_id = m->id;
-        event->pid = m->pid;
-        event->exit_status = m->exit_status;
-        event->exited_at = shimwatch_wire_timestamp_usec (m->exited_at);
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_DELETE:
-      {
-        Containerd__Events__TaskDelete *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_delete__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        exec_id = m->id;
-        event->pid = m->pid;
-        event->exit_status = m->exit_status;
-        event->exited_at = shimwatch_wire_timestamp_usec (m->exited_at);
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_EXEC_ADDED:
-      {
-        Containerd__Events__TaskExecAdded *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_exec_added__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        exec_id = m->exec_id;
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_EXEC_STARTED:
-      {
-        Containerd__Events__TaskExecStarted *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_exec_started__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        exec_id = m->exec_id;
-        event->pid = m->pid;
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_OOM:
-    case SHIMWATCH_EVENT_TASK_PAUSED:
-    case SHIMWATCH_EVENT_TASK_RESUMED:
-      {
-        /* all three are {container_id = 1} */
-        Containerd__Events__TaskOOM *m = (gpointer) (message =
-          shimwatch_wire_unpack_message (&containerd__events__task_oom__descriptor, value, error));
-        if (m == NULL)
-          return FALSE;
-        container_id = m->container_id;
-        break;
-      }
-    case SHIMWATCH_EVENT_OTHER:
-    default:
-      return TRUE;
-    }
+  descriptor = descriptor_of (event->kind, &exec_id_field);
+  if (descriptor == NULL)
+    return TRUE;      /* an event we do not read: its envelope is all there is */
+  value = g_bytes_new_static (any->value.data, any->value.len);
+  message = shimwatch_wire_unpack_message (descriptor, value, error);
+  if (message == NULL)
+    return FALSE;
 
+  if ((string = STRING_FIELD (message, "container_id")) != NULL)
+    container_id = *string;
+  if ((string = STRING_FIELD (message, exec_id_field)) != NULL)
+    exec_id = *string;
+  if ((string = STRING_FIELD (message, "bundle")) != NULL)
+    bundle = *string;
+  if ((number = UINT32_FIELD (message, "pid")) != NULL)
+    event->pid = *number;
+  if ((number = UINT32_FIELD (message, "exit_status")) != NULL)
+    event->exit_status = *number;
+  if ((stamp = TIMESTAMP_FIELD (message, "exited_at")) != NULL)
+    event->exited_at = shimwatch_wire_timestamp_usec (*stamp);
   if (!shimwatch_wire_check_utf8 ("container_id", container_id, error) ||
       !shimwatch_wire_check_utf8 ("id", exec_id, error) ||
       !shimwatch_wire_check_utf8 ("bundle", bundle, error))
@@ -223,62 +215,38 @@ shimwatch_wire_encode_forward_request (const ShimwatchEvent *event)
   Google__Protobuf__Timestamp timestamp = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   Google__Protobuf__Timestamp exited_at = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
   Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+  const ProtobufCMessageDescriptor *descriptor;
+  const char *exec_id_field;
+  g_autofree ProtobufCMessage *message = NULL;
   g_autoptr(GBytes) body = NULL;
   const char *type_url = event->type_url;
+  char **string;
+  uint32_t *number;
+  Google__Protobuf__Timestamp **stamp;
   gsize length;
 
+  descriptor = descriptor_of (event->kind, &exec_id_field);
+  /* an event of another kind: its container id, as TaskOOM carries it */
+  if (descriptor == NULL)
+    descriptor = &containerd__events__task_oom__descriptor;
+  message = g_malloc0 (descriptor->sizeof_message);
+  descriptor->message_init (message);
   exited_at.seconds = event->exited_at / G_USEC_PER_SEC;
   exited_at.nanos = (event->exited_at % G_USEC_PER_SEC) * 1000;
-
-  switch (event->kind)
-    {
-    case SHIMWATCH_EVENT_TASK_CREATE:
-      {
-        Containerd__Events__TaskCreate m = CONTAINERD__EVENTS__TASK_CREATE__INIT;
-        m.container_id = event->container_id ?: (char *) "";
-        m.bundle = event->bundle ?: (char *) "";
-        m.pid = event->pid;
-        body = shimwatch_wire_pack_message (&m.base);
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_START:
-      {
-        Containerd__Events__TaskStart m = CONTAINERD__EVENTS__TASK_START__INIT;
-        m.container_id = event->container_id ?: (char *) "";
-        m.pid = event->pid;
-        body = shimwatch_wire_pack_message (&m.base);
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_EXIT:
-      {
-        Containerd__Events__TaskExit m = CONTAINERD__EVENTS__TASK_EXIT__INIT;
-        m.container_id = event->container_id ?: (char *) "";
-        m.id = event->exec_id ?: (char *) "";
-        m.pid = event->pid;
-        m.exit_status = event->exit_status;
-        m.exited_at = &exited_at;
-        body = shimwatch_wire_pack_message (&m.base);
-        break;
-      }
-    case SHIMWATCH_EVENT_TASK_DELETE:
-      {
-        Containerd__Events__TaskDelete m = CONTAINERD__EVENTS__TASK_DELETE__INIT;
-        m.container_id = event->container_id ?: (char *) "";
-        m.id = event->exec_id ?: (char *) "";
-        m.pid = event->pid;
-        m.exit_status = event->exit_status;
-        m.exited_at = &exited_at;
-        body = shimwatch_wire_pack_message (&m.base);
-        break;
-      }
-    default:
-      {
-        Containerd__Events__TaskOOM m = CONTAINERD__EVENTS__TASK_OOM__INIT;
-        m.container_id = event->container_id ?: (char *) "";
-        body = shimwatch_wire_pack_message (&m.base);
-        break;
-      }
-    }
+  /* proto3 has no absent string: an unset one is "" */
+  if ((string = STRING_FIELD (message, "container_id")) != NULL)
+    *string = event->container_id ?: (char *) "";
+  if ((string = STRING_FIELD (message, exec_id_field)) != NULL)
+    *string = event->exec_id ?: (char *) "";
+  if ((string = STRING_FIELD (message, "bundle")) != NULL)
+    *string = event->bundle ?: (char *) "";
+  if ((number = UINT32_FIELD (message, "pid")) != NULL)
+    *number = event->pid;
+  if ((number = UINT32_FIELD (message, "exit_status")) != NULL)
+    *number = event->exit_status;
+  if ((stamp = TIMESTAMP_FIELD (message, "exited_at")) != NULL)
+    *stamp = &exited_at;
+  body = shimwatch_wire_pack_message (message);
 
   for (gsize i = 0; type_url == NULL && i < G_N_ELEMENTS (event_types); i++)
     if (event_types[i].kind == event->kind)

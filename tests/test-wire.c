@@ -1290,6 +1290,61 @@ test_create_request_bytes (void)
                    expected, sizeof expected - 1);
 }
 
+/* every task event encodes and decodes again to the facts its message carries
+ * (containerd's api/events/task.proto), and only to those */
+static void
+test_forward_roundtrip (void)
+{
+  static const struct {
+    ShimwatchEventKind kind;
+    const char        *type_url;
+    gboolean           exec_id, bundle, pid, exit;
+  } kinds[] = {
+    { SHIMWATCH_EVENT_TASK_CREATE, "containerd.events.TaskCreate", FALSE, TRUE, TRUE, FALSE },
+    { SHIMWATCH_EVENT_TASK_START, "containerd.events.TaskStart", FALSE, FALSE, TRUE, FALSE },
+    { SHIMWATCH_EVENT_TASK_EXIT, "containerd.events.TaskExit", TRUE, FALSE, TRUE, TRUE },
+    { SHIMWATCH_EVENT_TASK_DELETE, "containerd.events.TaskDelete", TRUE, FALSE, TRUE, TRUE },
+    { SHIMWATCH_EVENT_TASK_OOM, "containerd.events.TaskOOM", FALSE, FALSE, FALSE, FALSE },
+    { SHIMWATCH_EVENT_TASK_EXEC_ADDED, "containerd.events.TaskExecAdded", TRUE, FALSE, FALSE, FALSE },
+    { SHIMWATCH_EVENT_TASK_EXEC_STARTED, "containerd.events.TaskExecStarted", TRUE, FALSE, TRUE, FALSE },
+    { SHIMWATCH_EVENT_TASK_PAUSED, "containerd.events.TaskPaused", FALSE, FALSE, FALSE, FALSE },
+    { SHIMWATCH_EVENT_TASK_RESUMED, "containerd.events.TaskResumed", FALSE, FALSE, FALSE, FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
+    {
+      ShimwatchEvent ev = {
+        .kind = kinds[i].kind,
+        .namespace_ = (char *) "demo",
+        .topic = (char *) "/tasks/any",
+        .timestamp = 1764680546795918,
+        .container_id = (char *) "web",
+        .exec_id = (char *) "exec1",
+        .bundle = (char *) "/run/b",
+        .pid = 4242,
+        .exit_status = 137,
+        .exited_at = 1764680546000001,
+      };
+      g_autoptr(GBytes) bytes = shimwatch_wire_encode_forward_request (&ev);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(ShimwatchEvent) back = shimwatch_wire_decode_forward_request (bytes, &error);
+
+      g_test_message ("%s", kinds[i].type_url);
+      g_assert_no_error (error);
+      g_assert_cmpint (back->kind, ==, kinds[i].kind);
+      g_assert_cmpstr (back->type_url, ==, kinds[i].type_url);
+      g_assert_cmpstr (back->namespace_, ==, "demo");
+      g_assert_cmpstr (back->topic, ==, "/tasks/any");
+      g_assert_cmpint (back->timestamp, ==, ev.timestamp);
+      g_assert_cmpstr (back->container_id, ==, "web");
+      g_assert_cmpstr (back->exec_id, ==, kinds[i].exec_id ? "exec1" : NULL);
+      g_assert_cmpstr (back->bundle, ==, kinds[i].bundle ? "/run/b" : NULL);
+      g_assert_cmpuint (back->pid, ==, kinds[i].pid ? 4242 : 0);
+      g_assert_cmpuint (back->exit_status, ==, kinds[i].exit ? 137 : 0);
+      g_assert_cmpint (back->exited_at, ==, kinds[i].exit ? ev.exited_at : 0);
+    }
+}
+
 static void
 test_forward_roundtrip_utf8 (void)
 {
@@ -1325,6 +1380,7 @@ main (int    argc,
   g_test_add_func ("/wire/oci-config", test_oci_config_rewrite);
   g_test_add_func ("/wire/json-depth", test_json_depth);
   g_test_add_func ("/wire/json-errors-quote-nothing", test_json_errors_quote_nothing);
+  g_test_add_func ("/wire/forward-roundtrip", test_forward_roundtrip);
   g_test_add_func ("/wire/forward-invalid-utf8", test_forward_roundtrip_utf8);
   g_test_add_func ("/wire/create-request-bytes", test_create_request_bytes);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
