@@ -88,6 +88,7 @@ class App {
     renderState() {
         const state = this.state === "ready" && this.table.size === 0 && !this.table.rows.size ? "empty" : this.state;
         this.root.dataset.state = state;
+        this.version.hidden = !(state === "ready" || state === "empty");
         this.tableArea.hidden = state !== "ready";
         this.createButton.disabled = !(state === "ready" || state === "empty");
         this.feed.element.hidden = !(state === "ready" || state === "empty");

@@ -21,7 +21,7 @@ export class TaskTable {
         this.element = h("table", { class: "pf-c-table pf-m-compact pf-m-grid-md", role: "grid", id: "tasks", "aria-label": _("Tasks") },
                          h("thead", null,
                            h("tr", { role: "row" },
-                             th(_("Namespace")), th(_("ID")), th(_("Status")), th(_("Command")),
+                             th(_("Namespace")), th(_("ID")), th(_("Status")), th(_("Command"), { class: "sw-command-header" }),
                              th(_("PID")), th(_("Started")), th(_("Exit")), th(_("Responsive")),
                              th(_("Owner")))),
                          this.body);
