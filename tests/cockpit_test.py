@@ -279,6 +279,13 @@ class Browser:
         stop_tree(self.proc)
 
 
+def artefact(page, name):
+    """A screenshot of the page as the test left it, next to the test log."""
+    if ARTEFACTS:
+        os.makedirs(ARTEFACTS, exist_ok=True)
+        page.screenshot(os.path.join(ARTEFACTS, name))
+
+
 def row(namespace, task_id):
     return f'#tasks tr[data-namespace="{namespace}"][data-id="{task_id}"]'
 
@@ -396,9 +403,7 @@ class TableTests(CockpitTestCase):
                   what="the output of default/db")
         page.wait("document.querySelector('#task-stats').textContent.includes('MiB') || "
                   "document.querySelector('#task-stats').textContent.includes('KiB')", what="the task's memory")
-        if ARTEFACTS:
-            os.makedirs(ARTEFACTS, exist_ok=True)
-            page.screenshot(os.path.join(ARTEFACTS, "cockpit-three-tasks.png"))
+        artefact(page, "cockpit-three-tasks.png")
 
         # the shim of default/web1 is SIGKILLed: its row shows the disconnect, then leaves
         page.evaluate(f"""(() => {{
@@ -453,6 +458,7 @@ class ActionTests(CockpitTestCase):
                           " return e && [e.dataset.error, e.textContent]; })()", timeout=30,
                           what="the error of Reap")
         self.assertEqual(error[0], "NotAuthorized")
+        artefact(page, "cockpit-reap-refused.png")
         self.assertIn("Not authorized", error[1])
         self.assertIn("not authorized for org.shimwatch.reap", error[1])   # the service's message
         self.assertIsNone(page.evaluate("document.getElementById('confirm-reap')"))
@@ -574,6 +580,7 @@ class CreateDialogTests(CockpitTestCase):
         self.assertIn(message, error[1])
         self.assertNotIn("at ", error[1].split(message)[1] if message in error[1] else "")
         self.assertIsNotNone(page.evaluate("document.getElementById('create-task')"))
+        artefact(page, "cockpit-create-error.png")
         self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims")[0], before)
         page.click("#create-task-cancel")
         self.assertIsNone(page.evaluate("document.getElementById('create-task')"))
@@ -606,6 +613,7 @@ class StateTests(CockpitTestCase):
         page.wait("document.getElementById('state-not-running') !== null", timeout=15,
                   what="the not-running state")
         self.assertIn("systemctl start shimwatch.service", page.text("#state-not-running"))
+        artefact(page, "cockpit-not-running.png")
         self.assertTrue(page.evaluate("document.getElementById('create-task-button').disabled"))
         # and comes back: the page follows by itself
         self.start_daemon()
@@ -618,6 +626,42 @@ class StateTests(CockpitTestCase):
         page = self.open_page()
         page.wait("document.getElementById('state-not-running') !== null", timeout=15)
         self.start_daemon()
+
+    def test_bus_policy_refusal_shows_not_authorized(self):
+        """A bus policy that refuses the user: the page says "not authorized", not a
+        stack trace nor an endless spinner."""
+        policy = os.path.join(os.environ["SHIMWATCH_TEST_BUS_DIR"], "policy", "zz-cockpit-test-deny.conf")
+        with open(policy, "w") as f:
+            f.write('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"\n'
+                    ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+                    '<busconfig><policy user="bin">'
+                    '<deny send_destination="org.shimwatch.Shimwatch1"/>'
+                    '</policy></busconfig>\n')
+
+        def reload():
+            self.call_bus("ReloadConfig")
+        self.addCleanup(reload)
+        self.addCleanup(os.unlink, policy)
+        reload()
+        self.create_task("default", "hidden")
+        page = self.open_page(REFUSED)
+        page.wait("document.getElementById('state-not-authorized') !== null", timeout=15,
+                  what="the not-authorized state")
+        self.assertIn("AccessDenied", page.evaluate("document.querySelector('#state-not-authorized [data-error]').dataset.error"))
+        self.assertEqual(page.evaluate("document.querySelectorAll('#tasks tbody tr').length"), 0)
+        self.assertTrue(page.evaluate("document.getElementById('create-task-button').disabled"))
+        artefact(page, "cockpit-not-authorized.png")
+
+    def call_bus(self, method):
+        self.bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                           method, None, None, 0, 10000, None)
+
+    def test_in_the_tools_menu(self):
+        """Cockpit lists the page under Tools, from the installed manifest."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.servers[AUTHORIZED].port}"
+                                    "/cockpit/@localhost/manifests.json", timeout=30) as reply:
+            manifests = json.load(reply)
+        self.assertEqual(manifests["shimwatch"]["tools"]["index"]["label"], "Container shims")
 
     def test_translated(self):
         for language, title, empty in (("de", "Container-Shims", "Keine Tasks"),
