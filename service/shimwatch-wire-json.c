@@ -13,27 +13,92 @@
 
 /* -- JSON from others ------------------------------------------------------------------- */
 
+static gint
+json_hex4 (const char *data,
+           gsize       length,
+           gsize       at)
+{
+  gint value = 0;
+
+  for (guint k = 0; k < 4; k++)
+    {
+      if (at + k >= length || !g_ascii_isxdigit (data[at + k]))
+        return -1;
+      value = value * 16 + g_ascii_xdigit_value (data[at + k]);
+    }
+  return value;
+}
+
+/* What json-glib's scanner would take but RFC 8259 forbids in a string: a raw control
+ * character, or an escape other than \" \\ \/ \b \f \n \r \t and \uXXXX. Also refused: a
+ * \uXXXX that is half of a surrogate pair alone, and \u0000, which no C string holds.
+ * json-glib reads "\2" as a raw byte and a lone surrogate as invalid UTF-8: what such a
+ * text decodes to would not survive being written back. */
+static gboolean
+json_string_byte_is_invalid (const char *data,
+                             gsize       length,
+                             gsize      *i)
+{
+  guchar c = (guchar) data[*i];
+  gint unit, low;
+
+  if (c < 0x20)
+    return TRUE;
+  if (c != '\\')
+    return FALSE;
+  if (++*i >= length)
+    return TRUE;
+  switch (data[*i])
+    {
+    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+      return FALSE;
+    case 'u':
+      unit = json_hex4 (data, length, *i + 1);
+      if (unit <= 0 || (unit >= 0xdc00 && unit <= 0xdfff))
+        return TRUE;
+      *i += 4;
+      if (unit < 0xd800 || unit > 0xdbff)
+        return FALSE;
+      /* a high surrogate: its low half must follow at once */
+      if (*i + 2 >= length || data[*i + 1] != '\\' || data[*i + 2] != 'u')
+        return TRUE;
+      low = json_hex4 (data, length, *i + 3);
+      if (low < 0xdc00 || low > 0xdfff)
+        return TRUE;
+      *i += 6;
+      return FALSE;
+    default:
+      return TRUE;
+    }
+}
+
 gboolean
-shimwatch_wire_json_check_depth (const char  *data,
-                                 gsize        length,
-                                 guint        max_depth,
-                                 GError     **error)
+shimwatch_wire_json_check (const char  *data,
+                           gsize        length,
+                           guint        max_depth,
+                           GError     **error)
 {
   gboolean in_string = FALSE;
   guint depth = 0;
 
   /* json-glib recurses once per level on the caller's stack: bound it before parsing.
-   * Brackets inside strings do not count; a backslash there escapes the next byte. */
+   * Brackets inside strings do not count. Strings are held to RFC 8259 here, because
+   * json-glib's scanner is lenient about escapes and control characters. */
   for (gsize i = 0; i < length; i++)
     {
       char c = data[i];
 
       if (in_string)
         {
-          if (c == '\\')
-            i++;
-          else if (c == '"')
+          if (c == '"')
             in_string = FALSE;
+          else if (json_string_byte_is_invalid (data, length, &i))
+            {
+              g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                           "it is not valid JSON: a control character or a bad escape in "
+                           "a string at byte %" G_GSIZE_FORMAT, i);
+              return FALSE;
+            }
           continue;
         }
       if (c == '"')
@@ -67,7 +132,7 @@ shimwatch_wire_load_json (JsonParser  *parser,
   guint column = 0;
   const char *what;
 
-  if (!shimwatch_wire_json_check_depth (data, length, SHIMWATCH_WIRE_JSON_MAX_DEPTH, error))
+  if (!shimwatch_wire_json_check (data, length, SHIMWATCH_WIRE_JSON_MAX_DEPTH, error))
     return FALSE;
   if (json_parser_load_from_data (parser, data, (gssize) length, &local_error))
     return TRUE;

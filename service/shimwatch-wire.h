@@ -125,12 +125,13 @@ GBytes *shimwatch_wire_encode_runc_options (const char *runc_root,
  * nest arrays and objects at most this deep; deeper input is refused before parsing */
 #define SHIMWATCH_WIRE_JSON_MAX_DEPTH 128
 
-/* FALSE (SHIMWATCH_WIRE_ERROR_INVALID) if @data nests deeper than @max_depth: a byte scan
- * that skips strings, cheap enough for any input */
-gboolean shimwatch_wire_json_check_depth (const char  *data,
-                                          gsize        length,
-                                          guint        max_depth,
-                                          GError     **error);
+/* FALSE (SHIMWATCH_WIRE_ERROR_INVALID) if @data nests deeper than @max_depth, or has a raw
+ * control character or an escape RFC 8259 does not know in a string: a byte scan, cheap
+ * enough for any input, run before json-glib (which would accept such strings) */
+gboolean shimwatch_wire_json_check (const char  *data,
+                                    gsize        length,
+                                    guint        max_depth,
+                                    GError     **error);
 
 /* root.path of an OCI config.json, as written there (relative to the bundle or absolute) */
 char   *shimwatch_wire_oci_config_root_path (const char  *contents,

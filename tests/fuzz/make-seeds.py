@@ -166,6 +166,14 @@ SEEDS["oci-config"]["deep-nesting"] = (b'{"process":{},"root":{"path":"rootfs"},
                                        b"[" * DEEP + b"]" * DEEP + b"}")
 SEEDS["record"]["deep-nesting"] = b'{"version":1,"namespace":' + b"[" * DEEP + b"]" * DEEP + b"}"
 
+# json-glib reads "\2" as a raw byte and "\ud800" as invalid UTF-8; fuzz-record found that
+# such a record decoded and the record written back did not
+_address = json.dumps(record["address"])
+SEEDS["record"]["bad-escape"] = json.dumps(record).replace(
+    _address, _address[:-1] + '\\2"').encode()
+SEEDS["record"]["lone-surrogate"] = json.dumps(record).replace(
+    _address, _address[:-1] + '\\ud800"').encode()
+
 
 def main():
     out = sys.argv[1]
