@@ -274,6 +274,13 @@ def main():
             break
         time.sleep(0.5)
 
+    # Where other runs of the suite use the same machine at the same time (a landing queue
+    # of several worktrees), their /tmp entries cannot be told from this run's: listed, not
+    # judged. A CI run (one suite per machine) never sets this.
+    if os.environ.get("SHIMWATCH_LEAK_SHARED_TMP") == "1" and left["tmp"]:
+        print(f"# in /tmp, not judged (SHIMWATCH_LEAK_SHARED_TMP=1): {' '.join(left['tmp'])}")
+        left["tmp"] = []
+
     print(f"1..{len(CASES)}")
     for n, (key, what) in enumerate(CASES, 1):
         if left[key]:
