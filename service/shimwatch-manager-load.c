@@ -289,6 +289,12 @@ shimwatch_manager_load (ShimwatchManager *self)
       g_hash_table_add (self->recorded, shimwatch_manager_task_key (record->namespace_, record->id));
       load_record (self, record);
     }
+  /* All the objects go on the bus at once, without an InterfacesAdded each: nobody can
+   * hear those yet. They would come from our unique name, and a client follows the well-
+   * known one, which we do not own yet; it learns these objects from GetManagedObjects
+   * once the name appears (as the D-Bus specification's ObjectManager says). */
+  g_dbus_object_manager_server_set_connection (self->object_manager,
+                                               shimwatch_publisher_get_connection (self->publisher));
   shimwatch_manager_update_shim_count (self);
   g_message ("%u recorded tasks loaded in %.1f ms; their shims are reached once the bus "
              "name is owned", self->to_reach->len,

@@ -767,8 +767,8 @@ shimwatch_manager_export (ShimwatchManager  *self,
   g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), FALSE);
 
   self->authority = shimwatch_authority_new (connection, use_polkit);
+  /* put on the connection once the recorded tasks' objects are in it (load) */
   self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
-  g_dbus_object_manager_server_set_connection (self->object_manager, connection);
   shimwatch_publisher_attach (self->publisher, connection);
   if (self->config->containerd_enable)
     {

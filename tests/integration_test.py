@@ -1862,6 +1862,38 @@ class RestartTests(ShimwatchTestCase):
         self.assertEqual(self.counts("default", "early2"),
                          {"ShimDisconnected": 0, "TaskExit": 0, "TaskDelete": 0})
 
+    def test_restart_puts_recorded_objects_on_the_bus_without_interfaces_added(self):
+        """The recorded tasks' objects are on the bus before the name is owned, all at once:
+        no InterfacesAdded for them. Sent then, each would come from the unique name that
+        no client follows yet (it cost half of the start-up with 1,000 records). A client
+        learns them, with their properties as the records say, from GetManagedObjects as
+        soon as the name appears; InterfacesAdded is still sent for a task created later."""
+        paths = [self.create_task("default", f"quiet{i}") for i in range(2)]
+        self.stop_daemon()
+        heard = []
+        # from any sender, not only the well-known name: what a bus monitor would see
+        sub = self.bus.signal_subscribe(
+            None, "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", MANAGER_PATH, None,
+            Gio.DBusSignalFlags.NONE, lambda *args: heard.append(args[5].unpack()[0]))
+        try:
+            self.start_daemon()
+            (objects,) = self.call(MANAGER_PATH, "org.freedesktop.DBus.ObjectManager",
+                                   "GetManagedObjects")
+            self.assertEqual(sorted(objects), sorted(paths))
+            for p in paths:
+                self.assertEqual(objects[p][SHIM]["Id"], p.rsplit("/", 1)[1])
+                self.assertEqual(objects[p][SHIM]["Status"], "running")
+            wait_until(lambda: all(self.prop(p, "Responsive") for p in paths), 15,
+                       "the shims taken over again")
+            # whatever the service sent before that reply has been dispatched by now
+            pump(0.2)
+            self.assertEqual(heard, [])
+            later = self.create_task("default", "quiet2")
+            wait_until(lambda: later in heard, 10, "InterfacesAdded of a task created now")
+            self.assertEqual(heard, [later])
+        finally:
+            self.bus.signal_unsubscribe(sub)
+
     def test_shims_die_while_service_is_down(self):
         ids = [f"down{i}" for i in range(5)]
         paths = {i: self.create_task("default", i) for i in ids}
