@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <gio/gio.h>
 
 #include "shimwatch-commit-queue.h"
@@ -50,6 +52,7 @@ struct _ShimwatchCommitQueue
   GMainContext *context;
   GSource      *turn_source;
   Batch        *current;      /* main thread: what this turn handed over so far */
+  gboolean      is_volatile;  /* main thread: nothing to sync (tmpfs) */
 
   GMutex        lock;         /* the fields below */
   GCond         changed;
@@ -368,6 +371,27 @@ shimwatch_commit_queue_add (ShimwatchCommitQueue    *queue,
   ticket->done = done;
   ticket->user_data = user_data;
   ticket->state = TICKET_PENDING;
+  if (queue->is_volatile)
+    {
+      /* what a sync would keep is lost with the machine anyway: durable as it is */
+      if (ticket->fd >= 0)
+        close (ticket->fd);
+      ticket->fd = -1;
+      ticket->state = TICKET_DURABLE;
+      if (done != NULL)
+        {
+          GPtrArray *with_done = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_commit_ticket_unref);
+          g_autoptr(GSource) idle = g_idle_source_new ();
+
+          /* never from within the caller, as with a batch */
+          g_ptr_array_add (with_done, shimwatch_commit_ticket_ref (ticket));
+          g_source_set_priority (idle, G_PRIORITY_DEFAULT);
+          g_source_set_static_name (idle, "shimwatch commit done");
+          g_source_set_callback (idle, call_done_cb, with_done, (GDestroyNotify) g_ptr_array_unref);
+          g_source_attach (idle, queue->context);
+        }
+      return ticket;
+    }
   g_ptr_array_add (current_batch (queue)->tickets, shimwatch_commit_ticket_ref (ticket));
   return ticket;
 }
@@ -426,6 +450,40 @@ shimwatch_commit_queue_get_n_syncs (ShimwatchCommitQueue *queue)
   n = queue->n_syncs;
   g_mutex_unlock (&queue->lock);
   return n;
+}
+
+void
+shimwatch_commit_queue_set_volatile (ShimwatchCommitQueue *queue,
+                                     gboolean              is_volatile)
+{
+  g_return_if_fail (batch_is_empty (queue->current));
+  queue->is_volatile = is_volatile;
+}
+
+gboolean
+shimwatch_commit_queue_is_volatile (ShimwatchCommitQueue *queue)
+{
+  return queue->is_volatile;
+}
+
+gboolean
+shimwatch_commit_path_is_volatile (const char *path)
+{
+  g_autofree char *at = g_strdup (path);
+  struct statfs st;
+
+  /* the directory may be made later: the file system it will be made on */
+  while (statfs (at, &st) != 0)
+    {
+      char *up;
+
+      if (errno != ENOENT || g_str_equal (at, "/") || g_str_equal (at, "."))
+        return FALSE;
+      up = g_path_get_dirname (at);
+      g_free (at);
+      at = up;
+    }
+  return st.f_type == TMPFS_MAGIC || st.f_type == RAMFS_MAGIC;
 }
 
 void

@@ -15,6 +15,10 @@
  * A file that the service has written (and renamed) is already what a restarted service
  * reads after a SIGKILL, durable or not: the page cache outlives the process. What the
  * ticket adds is survival of a crash of the whole machine.
+ *
+ * On a file system whose content does not survive the machine anyway (tmpfs, ramfs: /run,
+ * where the records live in production) there is nothing to sync: a volatile queue makes
+ * every ticket durable when it is added, and nobody waits for a thread.
  */
 #pragma once
 
@@ -60,6 +64,15 @@ gboolean               shimwatch_commit_queue_is_idle (ShimwatchCommitQueue *que
 guint64                shimwatch_commit_queue_get_n_batches (ShimwatchCommitQueue *queue);
 /* how many fsync/fdatasync calls it made */
 guint64                shimwatch_commit_queue_get_n_syncs   (ShimwatchCommitQueue *queue);
+/* TRUE: the queue's files live on a file system that does not outlive the machine, so
+ * nothing is synced: tickets are durable when added (their @done still runs on the main
+ * context, later). Main thread only, before anything is added. */
+void                   shimwatch_commit_queue_set_volatile (ShimwatchCommitQueue *queue,
+                                                            gboolean              is_volatile);
+gboolean               shimwatch_commit_queue_is_volatile  (ShimwatchCommitQueue *queue);
+/* whether @path (or, while it does not exist, the nearest directory above it) is on a
+ * file system kept only in memory: tmpfs or ramfs */
+gboolean               shimwatch_commit_path_is_volatile   (const char           *path);
 /* tests: while held, the commit thread takes no batch (what is queued waits) */
 void                   shimwatch_commit_queue_set_held (ShimwatchCommitQueue  *queue,
                                                         gboolean               held);

@@ -430,6 +430,14 @@ shimwatch_record_committer_new (const char            *records_dir,
   self->records_dir = g_strdup (records_dir);
   self->ledger = shimwatch_signal_ledger_ref (ledger);
   self->queue = shimwatch_commit_queue_new (NULL);
+  /* /run is a tmpfs: records there do not outlive the machine, so no signal waits for a
+   * sync of one */
+  if (shimwatch_commit_path_is_volatile (records_dir))
+    {
+      shimwatch_commit_queue_set_volatile (self->queue, TRUE);
+      g_info ("task records in %s are kept in memory only (tmpfs): they are not synced",
+              records_dir);
+    }
   self->states = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                         (GDestroyNotify) path_state_free);
   self->unsettled = g_hash_table_new (NULL, NULL);

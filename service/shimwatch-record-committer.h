@@ -33,7 +33,8 @@ G_BEGIN_DECLS
 
 typedef struct _ShimwatchRecordCommitter ShimwatchRecordCommitter;
 
-/* the ledger must be attached to the connection the signals go out on, if any */
+/* the ledger must be attached to the connection the signals go out on, if any. Records
+ * on a tmpfs (/run) are not synced: the queue is volatile (shimwatch-commit-queue.h) */
 ShimwatchRecordCommitter *shimwatch_record_committer_new  (const char               *records_dir,
                                                            ShimwatchSignalLedger    *ledger);
 void                      shimwatch_record_committer_free (ShimwatchRecordCommitter *self);

@@ -309,6 +309,12 @@ void
 shimwatch_records_commit_sync_later (ShimwatchRecordCommit *commit,
                                      ShimwatchCommitQueue  *queue)
 {
+  /* in memory only: the mark is all there is to keep, and it is kept */
+  if (shimwatch_commit_queue_is_volatile (queue))
+    {
+      shimwatch_record_commit_free (commit);
+      return;
+    }
   shimwatch_commit_queue_add_job (queue, commit_sync_job, commit,
                                   (GDestroyNotify) shimwatch_record_commit_free);
 }

@@ -36,7 +36,8 @@ gboolean   shimwatch_records_write_encoded (const char           *path,
  * a crash of the machine (the service's own death never loses it); free() unmaps.
  * With a @queue, prepare() writes and renames at once and leaves the syncs to the group
  * commit: commit_wait() (any thread but the main one) waits until they are done;
- * commit_sync_later() has the commit thread sync the mark, then frees the commit. */
+ * commit_sync_later() has the commit thread sync the mark, then frees the commit (at once
+ * with a volatile @queue: nothing to sync). */
 typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
 
 ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,

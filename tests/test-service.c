@@ -731,7 +731,13 @@ ledger_setup (LedgerFixture *f,
   ShimwatchRecord record = { 0 };
   int fds[2];
 
-  f->records_dir = g_dir_make_tmp ("swledger-XXXXXX", NULL);
+  /* "tmpfs": where production keeps its records (/run); else wherever TMPDIR is, always
+   * with syncs, which these tests hold up */
+  if (g_strcmp0 (data, "tmpfs") == 0)
+    f->records_dir = g_mkdtemp (g_strdup ("/dev/shm/swledger-XXXXXX"));
+  else
+    f->records_dir = g_dir_make_tmp ("swledger-XXXXXX", NULL);
+  g_assert_nonnull (f->records_dir);
   base_record (&record);
   g_assert_true (shimwatch_records_write (f->records_dir, &record, &error));
   g_assert_no_error (error);
@@ -760,6 +766,8 @@ ledger_setup (LedgerFixture *f,
   f->committer = shimwatch_record_committer_new (f->records_dir, f->ledger);
   shimwatch_record_committer_set_connection (f->committer, f->sender);
   f->queue = shimwatch_record_committer_get_queue (f->committer);
+  if (g_strcmp0 (data, "tmpfs") != 0)
+    shimwatch_commit_queue_set_volatile (f->queue, FALSE);
   f->settled = g_ptr_array_new_with_free_func (g_free);
   g_mutex_init (&f->lock);
   f->received = g_ptr_array_new_with_free_func (g_free);
@@ -1128,6 +1136,52 @@ test_committer_unsent_keeps_record (LedgerFixture *f,
   }
 }
 
+/* Records on a tmpfs (/run) do not outlive the machine: nothing is synced, and no signal
+ * waits for the commit thread, which may be held for good here. Each signal still goes
+ * out with its record marked sent, in order. */
+static void
+test_committer_tmpfs_does_not_wait (LedgerFixture *f,
+                                    gconstpointer  data)
+{
+  const char *members[] = { "ShimDisconnected", "TaskExit", "TaskDelete" };
+
+  if (!shimwatch_commit_path_is_volatile (f->records_dir))
+    {
+      g_test_skip ("/dev/shm is not a tmpfs here");
+      return;
+    }
+  g_assert_true (shimwatch_commit_queue_is_volatile (f->queue));
+  g_assert_false (shimwatch_commit_path_is_volatile ("/proc"));
+  shimwatch_commit_queue_set_held (f->queue, TRUE);
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      ShimwatchRecord record = { 0 };
+
+      signal_record (&record, members[i]);
+      g_assert_true (shimwatch_record_committer_expect (f->committer, &record, LEDGER_SUBJECT,
+                                                        NULL, &error));
+      g_assert_no_error (error);
+      emit_signal (f, members[i], LEDGER_SUBJECT);
+    }
+  g_assert_true (iterate (10000, has_three_received, f));
+  g_mutex_lock (&f->lock);
+  g_assert_cmpuint (f->received->len, ==, 3);
+  g_assert_cmpstr (f->received->pdata[0], ==, "ShimDisconnected marked");
+  g_assert_cmpstr (f->received->pdata[1], ==, "TaskExit marked");
+  g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
+  g_mutex_unlock (&f->lock);
+
+  shimwatch_record_committer_remove (f->committer, "ns", "t1");
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 0);
+  f->removed = TRUE;
+  /* the held thread never got anything to sync */
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, 0);
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_syncs (f->queue), ==, 0);
+  shimwatch_commit_queue_set_held (f->queue, FALSE);
+}
+
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
 static void
 test_records_pending_mark (void)
@@ -1318,5 +1372,7 @@ main (int    argc,
               test_committer_in_order, ledger_teardown);
   g_test_add ("/service/committer/unsent-keeps-record", LedgerFixture, NULL, ledger_setup,
               test_committer_unsent_keeps_record, ledger_teardown);
+  g_test_add ("/service/committer/tmpfs-does-not-wait", LedgerFixture, "tmpfs", ledger_setup,
+              test_committer_tmpfs_does_not_wait, ledger_teardown);
   return g_test_run ();
 }
