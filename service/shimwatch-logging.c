@@ -38,23 +38,23 @@ shimwatch_log_message_id (const char *event)
   return SHIMWATCH_MESSAGE_ID_RECORD;   /* every event is in the table; never crash */
 }
 
-static void
-add_string (GVariantBuilder *fields,
-            const char      *key,
-            const char      *value)
+/* the journal's priority of a GLib level, as g_log_structured() gives it */
+static const char *
+level_to_priority (GLogLevelFlags level)
 {
-  g_variant_builder_add (fields, "{sv}", key, g_variant_new_string (value != NULL ? value : ""));
+  if (level & G_LOG_LEVEL_ERROR)
+    return "3";
+  if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+    return "4";
+  if (level & G_LOG_LEVEL_MESSAGE)
+    return "5";
+  if (level & G_LOG_LEVEL_INFO)
+    return "6";
+  return "7";
 }
 
-static void
-add_pid (GVariantBuilder *fields,
-         const char      *key,
-         guint32          pid)
-{
-  g_autofree char *text = g_strdup_printf ("%u", pid);
-
-  add_string (fields, key, text);
-}
+/* fields of a line: PRIORITY, GLIB_DOMAIN, CODE_* (3), MESSAGE_ID, the task's (5), MESSAGE */
+#define N_FIXED_FIELDS 12
 
 void
 shimwatch_log_task_full (const char             *log_domain,
@@ -66,11 +66,18 @@ shimwatch_log_task_full (const char             *log_domain,
                          const char             *format,
                          ...)
 {
-  g_auto(GVariantBuilder) fields = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
   g_autofree char *text = NULL;
   g_autofree char *message = NULL;
-  g_autoptr(GVariant) dict = NULL;
+  GLogField *fields;
+  guint n_extra = 0;
+  guint n = 0;
+  char shim_pid[16];
+  char task_pid[16];
   va_list args;
+
+  /* an info or debug line nobody asked for costs nothing: a death logs several */
+  if (g_log_writer_default_would_drop (level, log_domain))
+    return;
 
   va_start (args, format);
   text = g_strdup_vprintf (format, args);
@@ -81,24 +88,35 @@ shimwatch_log_task_full (const char             *log_domain,
     message = g_strdup_printf ("%s%s/%s: %s", task->prefix != NULL ? task->prefix : "",
                                task->namespace_, task->id, text);
 
-  add_string (&fields, "CODE_FILE", file);
-  add_string (&fields, "CODE_LINE", line);
-  add_string (&fields, "CODE_FUNC", func);
+  /* straight to the writer, as g_log_variant() would hand them over, without building a
+   * GVariant first */
+  while (task->extra != NULL && task->extra[n_extra] != NULL && task->extra[n_extra + 1] != NULL)
+    n_extra += 2;
+  fields = g_newa (GLogField, N_FIXED_FIELDS + n_extra / 2);
+#define ADD_FIELD(k, v) \
+  (fields[n++] = (GLogField) { (k), (v) != NULL ? (const char *) (v) : "", -1 })
+  ADD_FIELD ("PRIORITY", level_to_priority (level));
+  if (log_domain != NULL)
+    ADD_FIELD ("GLIB_DOMAIN", log_domain);
+  ADD_FIELD ("CODE_FILE", file);
+  ADD_FIELD ("CODE_LINE", line);
+  ADD_FIELD ("CODE_FUNC", func);
   if (task->event != NULL)
-    add_string (&fields, "MESSAGE_ID", shimwatch_log_message_id (task->event));
-  add_string (&fields, SHIMWATCH_LOG_FIELD_NAMESPACE, task->namespace_);
-  add_string (&fields, SHIMWATCH_LOG_FIELD_TASK_ID, task->id);
+    ADD_FIELD ("MESSAGE_ID", shimwatch_log_message_id (task->event));
+  ADD_FIELD (SHIMWATCH_LOG_FIELD_NAMESPACE, task->namespace_);
+  ADD_FIELD (SHIMWATCH_LOG_FIELD_TASK_ID, task->id);
   if (task->has_pids)
     {
-      add_pid (&fields, SHIMWATCH_LOG_FIELD_SHIM_PID, task->shim_pid);
-      add_pid (&fields, SHIMWATCH_LOG_FIELD_TASK_PID, task->task_pid);
+      g_snprintf (shim_pid, sizeof shim_pid, "%u", task->shim_pid);
+      g_snprintf (task_pid, sizeof task_pid, "%u", task->task_pid);
+      ADD_FIELD (SHIMWATCH_LOG_FIELD_SHIM_PID, shim_pid);
+      ADD_FIELD (SHIMWATCH_LOG_FIELD_TASK_PID, task_pid);
     }
   if (task->event != NULL)
-    add_string (&fields, SHIMWATCH_LOG_FIELD_EVENT, task->event);
-  for (guint i = 0; task->extra != NULL && task->extra[i] != NULL && task->extra[i + 1] != NULL;
-       i += 2)
-    add_string (&fields, task->extra[i], task->extra[i + 1]);
-  add_string (&fields, "MESSAGE", message);
-  dict = g_variant_ref_sink (g_variant_builder_end (&fields));
-  g_log_variant (log_domain, level, dict);
+    ADD_FIELD (SHIMWATCH_LOG_FIELD_EVENT, task->event);
+  for (guint i = 0; i < n_extra; i += 2)
+    ADD_FIELD (task->extra[i], task->extra[i + 1]);
+  ADD_FIELD ("MESSAGE", message);
+#undef ADD_FIELD
+  g_log_structured_array (level, fields, n);
 }
