@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -443,6 +444,22 @@ shimwatch_cgroup_dirs (const ShimwatchCgroupHost *host,
   return dirs;
 }
 
+/* a child cgroup: a directory, never a link (cgroupfs tells the type in the entry) */
+static gboolean
+is_child_cgroup (const char          *dir,
+                 const struct dirent *entry)
+{
+  g_autofree char *child = NULL;
+  struct stat st;
+
+  if (g_str_equal (entry->d_name, ".") || g_str_equal (entry->d_name, ".."))
+    return FALSE;
+  if (entry->d_type != DT_UNKNOWN)
+    return entry->d_type == DT_DIR;
+  child = g_build_filename (dir, entry->d_name, NULL);
+  return lstat (child, &st) == 0 && S_ISDIR (st.st_mode);
+}
+
 /* every pid in dir/cgroup.procs and below */
 static void
 collect_pids (const char *dir,
@@ -451,10 +468,11 @@ collect_pids (const char *dir,
 {
   g_autofree char *procs = g_build_filename (dir, "cgroup.procs", NULL);
   g_autofree char *contents = NULL;
-  g_autoptr(GDir) children = NULL;
-  const char *name;
+  g_autoptr(GError) error = NULL;
+  DIR *children;
+  struct dirent *entry;
 
-  if (g_file_get_contents (procs, &contents, NULL, NULL))
+  if (g_file_get_contents (procs, &contents, NULL, &error))
     {
       g_auto(GStrv) lines = g_strsplit (contents, "\n", -1);
 
@@ -466,15 +484,21 @@ collect_pids (const char *dir,
             g_hash_table_add (pids, GUINT_TO_POINTER ((guint) pid));
         }
     }
-  if (depth > 32 || (children = g_dir_open (dir, 0, NULL)) == NULL)
+  /* not a cgroup of this hierarchy (a task's cgroup is not in every one): none below */
+  else if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
     return;
-  while ((name = g_dir_read_name (children)) != NULL)
+  if (depth > 32 || (children = opendir (dir)) == NULL)
+    return;
+  while ((entry = readdir (children)) != NULL)
     {
-      g_autofree char *child = g_build_filename (dir, name, NULL);
+      g_autofree char *child = NULL;
 
-      if (g_file_test (child, G_FILE_TEST_IS_DIR) && !g_file_test (child, G_FILE_TEST_IS_SYMLINK))
-        collect_pids (child, pids, depth + 1);
+      if (!is_child_cgroup (dir, entry))
+        continue;
+      child = g_build_filename (dir, entry->d_name, NULL);
+      collect_pids (child, pids, depth + 1);
     }
+  closedir (children);
 }
 
 static gboolean
