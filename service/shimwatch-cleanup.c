@@ -197,7 +197,12 @@ unmount_under (const char *path)
   g_auto(GStrv) lines = NULL;
   g_autoptr(GPtrArray) targets = g_ptr_array_new_with_free_func (g_free);
   gsize prefix_length = strlen (path);
+  struct stat st;
 
+  /* nothing can be mounted at or below a path that does not exist (a bundle whose rootfs
+   * lies elsewhere): the mount table is not read for each task */
+  if (lstat (path, &st) != 0 && errno == ENOENT)
+    return;
   if (!g_file_get_contents ("/proc/self/mountinfo", &mountinfo, NULL, NULL))
     return;
   lines = g_strsplit (mountinfo, "\n", -1);
