@@ -363,9 +363,29 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   ShimwatchCleanupRequest *request;
 
+  gboolean disconnected = FALSE;
+
   if (shimwatch_shim_is_detached (self) || shimwatch_shim_is_cleaning (self))
     return;
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+
+  /* a crash (not the end of a normal Delete; during CreateTask the task is nobody's yet):
+   * Status "disconnected", and ShimDisconnected only once, also across restarts. It goes
+   * out first, before anything else this death costs */
+  if (self->exported && self->machine.state != SHIMWATCH_SHIM_STATE_DELETED &&
+      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE) ==
+      SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
+    {
+      const char *member =
+        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
+
+      before_signal (self, member, "disconnected-prepared", "disconnected");
+      shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
+                                                     self->namespace_, self->id,
+                                                     shimwatch_dbus_shim_get_shim_pid (iface));
+      disconnected = TRUE;
+    }
+
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
   shimwatch_shim_stop_watching (self);
@@ -386,20 +406,9 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
     }
 
   shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)", reason);
-  /* Status "disconnected"; ShimDisconnected only once, also across restarts */
-  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE) ==
-      SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
-    {
-      const char *member =
-        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
-
-      before_signal (self, member, "disconnected-prepared", "disconnected");
-      shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
-                                                     self->namespace_, self->id,
-                                                     shimwatch_dbus_shim_get_shim_pid (iface));
-      shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
-                                  reason);
-    }
+  if (disconnected)
+    shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
+                                reason);
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_DISCONNECTED], 0);
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
 
