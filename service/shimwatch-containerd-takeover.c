@@ -132,17 +132,59 @@ shimwatch_containerd_remove_bundle (const char  *bundle,
   return ok;
 }
 
+/* Refcounted (GRcBox): a takeover under way holds a reference, so that it finishes, and
+ * starts the next one waiting, also after the companion let go. Main thread only. */
+struct _ShimwatchContainerdTakeovers
+{
+  ShimwatchLauncher *launcher;
+  guint              max_running;
+  guint              running;
+  GQueue             waiting;   /* GTask, oldest first */
+};
+
 typedef struct {
+  ShimwatchContainerdTakeovers       *takeovers;
   ShimwatchContainerdTakeoverRequest *request;
   ShimwatchContainerdTakeoverResult  *result;
 } TakeoverData;
 
+static void start_next (ShimwatchContainerdTakeovers *takeovers);
+
+static void
+takeovers_clear (ShimwatchContainerdTakeovers *takeovers)
+{
+  g_object_unref (takeovers->launcher);
+}
+
 static void
 takeover_data_free (TakeoverData *data)
 {
+  g_rc_box_release_full (data->takeovers, (GDestroyNotify) takeovers_clear);
   shimwatch_containerd_takeover_request_free (data->request);
   shimwatch_containerd_takeover_result_free (data->result);
   g_free (data);
+}
+
+/* the takeover's result is ready: its slot goes to the next one waiting */
+static void
+finish (GTask *task)
+{
+  TakeoverData *data = g_task_get_task_data (task);
+  ShimwatchContainerdTakeovers *takeovers = data->takeovers;
+
+  takeovers->running--;
+  g_task_return_boolean (task, TRUE);
+  start_next (takeovers);
+}
+
+static void
+remove_done_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autoptr(GTask) task = user_data;
+
+  finish (task);
 }
 
 static void
@@ -171,6 +213,7 @@ delete_cb (GObject      *source,
            gpointer      user_data)
 {
   g_autoptr(GTask) task = user_data;
+  g_autoptr(GTask) inner = NULL;
   TakeoverData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
 
@@ -180,14 +223,39 @@ delete_cb (GObject      *source,
     {
       data->result->delete_error = g_strdup (error->message);
       /* as containerd: a bundle whose delete failed is left where it is */
-      g_task_return_boolean (task, TRUE);
+      finish (task);
       return;
     }
-  g_task_run_in_thread (task, remove_thread);
+  /* the removal in a worker thread, on the same data; the takeover finishes back in the
+   * main thread, where its slot is given back */
+  inner = g_task_new (NULL, NULL, remove_done_cb, g_object_ref (task));
+  g_task_set_task_data (inner, data, NULL);
+  g_task_run_in_thread (inner, remove_thread);
+}
+
+/* takes a slot until finish(); the queue's reference to the task goes to delete_cb */
+static void
+start (GTask *task)
+{
+  TakeoverData *data = g_task_get_task_data (task);
+  ShimwatchContainerdTakeoverRequest *request = data->request;
+
+  data->takeovers->running++;
+  /* 1. the shim's own delete, to completion */
+  shimwatch_launcher_delete_async (data->takeovers->launcher, request->shim_binary,
+                                   request->namespace_, request->id, request->bundle,
+                                   request->timeout_ms, delete_cb, task);
+}
+
+static void
+start_next (ShimwatchContainerdTakeovers *takeovers)
+{
+  while (takeovers->running < takeovers->max_running && !g_queue_is_empty (&takeovers->waiting))
+    start (g_queue_pop_head (&takeovers->waiting));
 }
 
 void
-shimwatch_containerd_takeover_async (ShimwatchLauncher                  *launcher,
+shimwatch_containerd_takeover_async (ShimwatchContainerdTakeovers       *takeovers,
                                      ShimwatchContainerdTakeoverRequest *request,
                                      GAsyncReadyCallback                 callback,
                                      gpointer                            user_data)
@@ -196,19 +264,39 @@ shimwatch_containerd_takeover_async (ShimwatchLauncher                  *launche
   TakeoverData *data = g_new0 (TakeoverData, 1);
 
   g_task_set_source_tag (task, shimwatch_containerd_takeover_async);
+  data->takeovers = g_rc_box_acquire (takeovers);
   data->request = request;
   data->result = g_new0 (ShimwatchContainerdTakeoverResult, 1);
   g_task_set_task_data (task, data, (GDestroyNotify) takeover_data_free);
   if (request->shim_binary == NULL)
     {
+      /* nothing to run: no slot to wait for */
       data->result->delete_error = g_strdup ("no allowed shim binary to run delete with");
       g_task_return_boolean (task, TRUE);
       return;
     }
-  /* 1. the shim's own delete, to completion */
-  shimwatch_launcher_delete_async (launcher, request->shim_binary, request->namespace_,
-                                   request->id, request->bundle, request->timeout_ms, delete_cb,
-                                   g_steal_pointer (&task));
+  g_queue_push_tail (&takeovers->waiting, g_steal_pointer (&task));
+  start_next (takeovers);
+}
+
+ShimwatchContainerdTakeovers *
+shimwatch_containerd_takeovers_new (ShimwatchLauncher *launcher,
+                                    guint              max_running)
+{
+  ShimwatchContainerdTakeovers *takeovers = g_rc_box_new0 (ShimwatchContainerdTakeovers);
+
+  takeovers->launcher = g_object_ref (launcher);
+  takeovers->max_running = MAX (max_running, 1);
+  g_queue_init (&takeovers->waiting);
+  return takeovers;
+}
+
+/* a takeover under way keeps what it needs */
+void
+shimwatch_containerd_takeovers_free (ShimwatchContainerdTakeovers *takeovers)
+{
+  if (takeovers != NULL)
+    g_rc_box_release_full (takeovers, (GDestroyNotify) takeovers_clear);
 }
 
 ShimwatchContainerdTakeoverResult *

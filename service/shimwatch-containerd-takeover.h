@@ -59,8 +59,20 @@ char *shimwatch_containerd_shim_binary (const char          *bundle,
 gboolean shimwatch_containerd_remove_bundle (const char  *bundle,
                                              GError     **error);
 
-/* the launcher runs the delete (configured with containerd's address); request is taken */
-void                               shimwatch_containerd_takeover_async  (ShimwatchLauncher                  *launcher,
+/* The takeovers of one watched containerd: at most max_running at once, the others wait
+ * their turn in the order they came. With containerd down, every shim that dies needs
+ * one; hundreds of `shim delete` (each running runc) at once would swamp the machine
+ * instead of finishing sooner. The launcher runs the deletes, configured with
+ * containerd's addresses. What is under way or waiting when the companion lets go
+ * still runs, one after the other. */
+typedef struct _ShimwatchContainerdTakeovers ShimwatchContainerdTakeovers;
+
+ShimwatchContainerdTakeovers *shimwatch_containerd_takeovers_new  (ShimwatchLauncher            *launcher,
+                                                                   guint                         max_running);
+void                          shimwatch_containerd_takeovers_free (ShimwatchContainerdTakeovers *takeovers);
+
+/* request is taken */
+void                               shimwatch_containerd_takeover_async  (ShimwatchContainerdTakeovers       *takeovers,
                                                                          ShimwatchContainerdTakeoverRequest *request,
                                                                          GAsyncReadyCallback                 callback,
                                                                          gpointer                            user_data);

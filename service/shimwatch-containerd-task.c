@@ -377,7 +377,7 @@ start_takeover (ShimwatchContainerdTask *self,
       g_strdup (shimwatch_containerd_connection_get_socket_path (self->connection));
   request->timeout_ms = self->env->delete_timeout_ms;
   log_event (self, G_LOG_LEVEL_MESSAGE, "reap", "taking over containerd's cleanup: %s", why);
-  shimwatch_containerd_takeover_async (self->env->launcher, g_steal_pointer (&request),
+  shimwatch_containerd_takeover_async (self->env->takeovers, g_steal_pointer (&request),
                                        takeover_cb, g_object_ref (self));
 }
 

@@ -14,6 +14,7 @@
 #include <gio/gio.h>
 
 #include "shimwatch-containerd-connection.h"
+#include "shimwatch-containerd-takeover.h"
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
@@ -30,7 +31,7 @@ typedef struct {
   ShimwatchDbusManager  *manager;          /* signals are emitted on it */
   ShimwatchRecordCommitter *committer;     /* the tasks' records; NULL: none */
   ShimwatchHistory      *history;          /* lifecycle events go here too */
-  ShimwatchLauncher     *launcher;         /* runs `shim delete` for a takeover */
+  ShimwatchContainerdTakeovers *takeovers; /* run `shim delete` for takeovers, a few at a time */
   const char * const    *runtime_dirs;     /* where a shim binary may come from */
   const char            *containerd_socket; /* containerd's gRPC socket file */
   guint                  cleanup_timeout_ms; /* containerd's io.containerd.timeout.shim.cleanup */

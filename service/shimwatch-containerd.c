@@ -431,6 +431,7 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
 {
   g_autoptr(ShimwatchContainerd) self = g_object_new (SHIMWATCH_TYPE_CONTAINERD, NULL);
   ShimwatchLauncherConfig launcher_config = { 0 };
+  g_autoptr(ShimwatchLauncher) launcher = NULL;
 
   g_return_val_if_fail (config != NULL, NULL);
   g_return_val_if_fail (SHIMWATCH_IS_HISTORY (history), NULL);
@@ -466,7 +467,10 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
   self->env.manager = manager;
   self->env.committer = self->committer;
   self->env.history = g_object_ref (history);
-  self->env.launcher = shimwatch_launcher_new (&launcher_config);
+  launcher = shimwatch_launcher_new (&launcher_config);
+  /* as many at once as the service's own cleanups (CleanupConcurrency) */
+  self->env.takeovers = shimwatch_containerd_takeovers_new (launcher,
+                                                            self->config->cleanup_concurrency);
   self->env.runtime_dirs = (const char * const *) self->config->runtime_path;
   self->env.containerd_socket = self->config->containerd_address;
   self->env.cleanup_timeout_ms =
@@ -523,7 +527,7 @@ shimwatch_containerd_finalize (GObject *object)
   g_hash_table_unref (self->tasks);
   g_hash_table_unref (self->connections);
   g_hash_table_unref (self->done);
-  g_clear_object (&self->env.launcher);
+  g_clear_pointer (&self->env.takeovers, shimwatch_containerd_takeovers_free);
   g_clear_object (&self->env.history);
   g_clear_pointer (&self->committer, shimwatch_record_committer_free);
   g_free (self->records_dir);

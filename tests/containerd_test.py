@@ -282,6 +282,70 @@ class TakeoverTests(ContainerdTestCase):
         self.assertNotIn("orphan", self.ctd.ctr("container", "ls", "-q").stdout.split())
 
 
+# a `shim delete` that notes when it began and ended (one line each, appended) and takes a
+# second, so that deletes running at once overlap for sure; anything else is the real shim
+DELETE_SPY = """#!/bin/sh
+for last; do :; done
+[ "$last" = delete ] || exec {real} "$@"
+echo "begin $$" >> {log}
+sleep 1
+{real} "$@"
+status=$?
+echo "end $$" >> {log}
+exit $status
+"""
+
+
+class TakeoverLimitTests(ContainerdTestCase):
+    extra_config = "CleanupConcurrency=1\n"
+    cleanup_timeout = 10       # the spy's second and the real delete, on a busy machine
+
+    def test_2_takeovers_wait_their_turn(self):
+        """containerd down and three shims SIGKILLed: shimwatch takes over all three, but
+        runs no more `shim delete` at once than CleanupConcurrency (1) allows."""
+        ids = ["q1", "q2", "q3"]
+        for task_id in ids:
+            self.run_task(task_id)
+        pids = {}
+        for task_id in ids:
+            path = self.wait_watched(task_id)
+            pids[task_id] = (self.prop(path, "ShimPid"), self.prop(path, "TaskPid"))
+        self.ctd.kill()
+        # the deletes go through the spy: it lies in RuntimePath, and the bundles name it
+        # (containerd, which wrote them, is down)
+        spy, spy_log = os.path.join(self.runtimes, "containerd-shim-runc-v2"), \
+            os.path.join(self.dir, "deletes")
+        for task_id in ids:
+            binary_file = os.path.join(self.ctd.bundle(task_id), "shim-binary-path")
+            with open(binary_file) as f:
+                real = f.read().strip()
+            with open(spy, "w") as f:
+                f.write(DELETE_SPY.format(real=real, log=spy_log))
+            os.chmod(spy, 0o755)
+            with open(binary_file, "w") as f:
+                f.write(spy)
+        for shim_pid, _ in pids.values():
+            os.kill(shim_pid, signal.SIGKILL)
+        for task_id in ids:
+            self.wait_deleted(task_id, timeout=60)
+        pump(0.5)
+        for task_id in ids:
+            self.assertEqual(self.sequence(task_id), ["ShimDisconnected", "TaskExit", "TaskDelete",
+                                                      "InterfacesRemoved"], task_id)
+            self.assertEqual(self.one("TaskExit", task_id)[4:6], (pids[task_id][1], 137))
+            self.assert_nothing_left(task_id, pids[task_id][1])
+        with open(spy_log) as f:
+            lines = f.read().split()[0::2]
+        self.assertEqual(lines.count("begin"), 3, lines)
+        running, most = 0, 0
+        for what in lines:
+            running += 1 if what == "begin" else -1
+            most = max(most, running)
+        self.assertEqual(most, 1, f"shim deletes at once: {most} ({lines})")
+        self.assertEqual(self.daemon_log().count(
+            "taking over containerd's cleanup: containerd does not answer"), 3)
+
+
 class DeadlineTests(ContainerdTestCase):
     containerd_cleanup = "1ms"
     grace = 1
