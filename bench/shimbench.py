@@ -15,10 +15,11 @@ Three scenarios (docs/benchmarks.md says what each figure means and how it is ta
   mass     N real runc shims SIGKILLed at once: last TaskExit, last TaskDelete, what is left,
            CPU-seconds used in the window; the same for containerd. Also the idle CPU and
            memory of both with N tasks.
-  scale    N tasks on tests/shimwatch-test-shim: RSS, idle CPU, main-thread wakeups,
-           GetManagedObjects and ListShims latency, create rate at 100 and at N, restart until
-           every shim is taken over again, N deaths until the last TaskDelete, ShimDisconnected
-           p99 while N are supervised.
+  scale    N tasks on tests/shimwatch-test-shim: RSS, idle CPU, main-thread wakeups and
+           preemptions, context switches of all threads, GetManagedObjects and ListShims
+           latency, create rate at 100 and at N, restart until every shim is taken over
+           again, N deaths until the last TaskDelete, ShimDisconnected p99 while N are
+           supervised.
 
 The driver (this script without --unit) runs each scenario as a child of its own: under
 tests/with-system-bus.sh (a private system bus with the project's policy and polkitd), and
@@ -89,12 +90,33 @@ def rss_kib(pid):
         return int(f.read().split()[1]) * PAGE_KIB
 
 
-def voluntary_switches(pid, tid=None):
+def context_switches(pid, tid=None):
+    """(voluntary, nonvoluntary) context switches of one thread (the main one by default):
+    the sleeps it ended, and the times it was preempted."""
+    counts = {}
     with open(f"/proc/{pid}/task/{tid or pid}/status") as f:
         for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                counts[line.split(":")[0]] = int(line.split()[1])
+    return counts["voluntary_ctxt_switches"], counts["nonvoluntary_ctxt_switches"]
+
+
+def threads_switches(pid):
+    """{tid: context switches of both kinds} for every thread of pid."""
+    counts = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            counts[tid] = sum(context_switches(pid, tid))
+        except (OSError, KeyError):     # the thread ended meanwhile
+            pass
+    return counts
+
+
+def switches_since(pid, before):
+    """Context switches of pid's threads since threads_switches() gave before, and how many
+    threads there are now. A thread that ended meanwhile took its count with it."""
+    after = threads_switches(pid)
+    return sum(n - before.get(tid, 0) for tid, n in after.items()), len(after)
 
 
 POLL_EVENTS = ["syscalls:sys_enter_" + name for name in
@@ -801,20 +823,28 @@ def unit_scale(ws, args):
         log(f"scale: {n} created in {done[-1] - t0:.1f} s; rate {f['create_rate_first']:.0f}/s "
             f"for the first {window}, {f['create_rate_last']:.0f}/s for the last {window}")
 
-        # idle: whole-process CPU, the main thread's wake-ups, memory
+        # idle: whole-process CPU, the main thread's wake-ups and preemptions, every
+        # thread's context switches, memory
         time.sleep(args.settle_seconds)
         with Profile(args, sw.pid, f"scale-idle-{n}"):
-            main_switches, cpu0 = voluntary_switches(sw.pid), cpu_seconds(sw.pid)
+            main0, threads0, cpu0 = (context_switches(sw.pid), threads_switches(sw.pid),
+                                     cpu_seconds(sw.pid))
             t0 = time.monotonic()
             polls = main_thread_polls(sw.pid, args.idle_seconds)
             elapsed = time.monotonic() - t0
+        main1, (switches, threads) = context_switches(sw.pid), switches_since(sw.pid, threads0)
         f["idle_cpu_percent"] = 100 * (cpu_seconds(sw.pid) - cpu0) / elapsed
-        f["wakeups_per_s"] = (voluntary_switches(sw.pid) - main_switches) / elapsed
+        f["wakeups_per_s"] = (main1[0] - main0[0]) / elapsed
+        f["preemptions_per_s"] = (main1[1] - main0[1]) / elapsed
+        f["switches_per_s"] = switches / elapsed
+        f["threads"] = threads
         f["polls_per_s"] = polls / args.idle_seconds if polls is not None else None
         f["rss_kib"] = rss_kib(sw.pid)
         f["rss_per_shim_kib"] = (f["rss_kib"] - rss_empty) / n
         log(f"scale: idle {f['idle_cpu_percent']:.2f} % CPU, {f['wakeups_per_s']:.1f} "
-            f"wakeups/s, {f['polls_per_s']} polls/s, RSS {f['rss_kib']} KiB")
+            f"wakeups/s and {f['preemptions_per_s']:.1f} preemptions/s of the main thread, "
+            f"{f['switches_per_s']:.1f} context switches/s in {threads} threads, "
+            f"{f['polls_per_s']} polls/s, RSS {f['rss_kib']} KiB")
 
         # listing, as a client sees it (the reply is not unpacked)
         for method, interface in (("GetManagedObjects", "org.freedesktop.DBus.ObjectManager"),
@@ -990,6 +1020,9 @@ def rows_of(results, smoke):
         polls = c.get("polls_per_s")
         row(name, "main-loop iterations (poll/epoll_wait calls), idle", "per s", polls,
             target=("≤ 2 /s", polls is not None and polls <= 2.0), fmt="{:.1f}")
+        row(name, "main-thread preemptions, idle", "per s", c["preemptions_per_s"], fmt="{:.1f}")
+        row(name, f"context switches, all {c['threads']} threads, idle", "per s",
+            c["switches_per_s"], fmt="{:.1f}")
         row(name, "GetManagedObjects, median", "ms", c["GetManagedObjects_ms"],
             target=("≤ 50 ms", c["GetManagedObjects_ms"] <= 50), fmt="{:.1f}")
         row(name, "ListShims, median", "ms", c["ListShims_ms"],
