@@ -51,3 +51,18 @@ shimwatch_error_convert (const GError *error)
     code = SHIMWATCH_ERROR_ALREADY_EXISTS;
   return g_error_new_literal (SHIMWATCH_ERROR, code, error->message);
 }
+
+gboolean
+shimwatch_error_check_option_type (const char          *key,
+                                   GVariant            *value,
+                                   const GVariantType  *expected,
+                                   GError             **error)
+{
+  if (g_variant_is_of_type (value, expected))
+    return TRUE;
+  g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+               "option \"%s\" must be of type %.*s, not %s", key,
+               (int) g_variant_type_get_string_length (expected),
+               g_variant_type_peek_string (expected), g_variant_get_type_string (value));
+  return FALSE;
+}

@@ -30,4 +30,11 @@ GQuark shimwatch_error_quark (void);
  * InvalidArgument or ShimFailed, everything unknown Failed. */
 GError *shimwatch_error_convert (const GError *error);
 
+/* An a{sv} option of a D-Bus call: FALSE and InvalidArgument ("option "KEY" must be of
+ * type T, not U") unless value is of type expected. */
+gboolean shimwatch_error_check_option_type (const char          *key,
+                                            GVariant            *value,
+                                            const GVariantType  *expected,
+                                            GError             **error);
+
 G_END_DECLS

@@ -573,14 +573,8 @@ shimwatch_task_log_parse_options (GVariant  *options,
                        open_log ? ", follow" : "");
           return FALSE;
         }
-      if (!g_variant_is_of_type (value, expected))
-        {
-          g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                       "option \"%s\" must be of type %.*s, not %s", key,
-                       (int) g_variant_type_get_string_length (expected),
-                       g_variant_type_peek_string (expected), g_variant_get_type_string (value));
-          return FALSE;
-        }
+      if (!shimwatch_error_check_option_type (key, value, expected, error))
+        return FALSE;
       if (g_str_equal (key, "tail"))
         *tail = g_variant_get_uint32 (value);
       else if (g_str_equal (key, "since"))
