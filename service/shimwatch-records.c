@@ -346,6 +346,21 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
   g_free (commit);
 }
 
+/* a record that is not there is removed already */
+static gboolean
+unlink_record (const char  *path,
+               GError     **error)
+{
+  int saved_errno;
+
+  if (g_unlink (path) == 0 || errno == ENOENT)
+    return TRUE;
+  saved_errno = errno;
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot remove %s: %s",
+               path, g_strerror (saved_errno));
+  return FALSE;
+}
+
 gboolean
 shimwatch_records_remove_queued (const char            *records_dir,
                                  const char            *namespace_,
@@ -356,14 +371,8 @@ shimwatch_records_remove_queued (const char            *records_dir,
   g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
   g_autofree char *dir = g_path_get_dirname (path);
 
-  if (g_unlink (path) != 0 && errno != ENOENT)
-    {
-      int saved_errno = errno;
-
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot remove %s: %s",
-                   path, g_strerror (saved_errno));
-      return FALSE;
-    }
+  if (!unlink_record (path, error))
+    return FALSE;
   /* the namespace goes with its last record: then the top directory changed */
   shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, -1,
                                                              g_rmdir (dir) == 0 ? records_dir : dir,
@@ -380,14 +389,8 @@ shimwatch_records_remove (const char  *records_dir,
   g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
   g_autofree char *dir = g_path_get_dirname (path);
 
-  if (g_unlink (path) != 0 && errno != ENOENT)
-    {
-      int saved_errno = errno;
-
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot remove %s: %s",
-                   path, g_strerror (saved_errno));
-      return FALSE;
-    }
+  if (!unlink_record (path, error))
+    return FALSE;
   g_rmdir (dir);      /* the namespace goes with its last record */
   return fsync_dir (records_dir, NULL) || TRUE;
 }
