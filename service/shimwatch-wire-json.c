@@ -172,22 +172,34 @@ shimwatch_wire_load_json (JsonParser  *parser,
   return FALSE;
 }
 
+/* config.json is JSON within the limits of shimwatch_wire_load_json(); its root is then
+ * the parser's */
+static gboolean
+load_oci_config (JsonParser  *parser,
+                 const char  *contents,
+                 gsize        length,
+                 GError     **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (shimwatch_wire_load_json (parser, contents, length, &local_error))
+    return TRUE;
+  g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID, "config.json: %s",
+               local_error->message);
+  return FALSE;
+}
+
 char *
 shimwatch_wire_oci_config_root_path (const char  *contents,
                                      gsize        length,
                                      GError     **error)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(GError) local_error = NULL;
   JsonNode *node;
   JsonNode *path_node = NULL;
 
-  if (!shimwatch_wire_load_json (parser, contents, length, &local_error))
-    {
-      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
-                   "config.json: %s", local_error->message);
-      return NULL;
-    }
+  if (!load_oci_config (parser, contents, length, error))
+    return NULL;
   node = json_parser_get_root (parser);
   if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
     node = json_object_get_member (json_node_get_object (node), "root");
@@ -213,16 +225,11 @@ shimwatch_wire_oci_process_args (const char  *contents,
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr(GError) local_error = NULL;
   JsonNode *node;
   JsonArray *array;
 
-  if (!shimwatch_wire_load_json (parser, contents, length, &local_error))
-    {
-      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
-                   "config.json: %s", local_error->message);
-      return NULL;
-    }
+  if (!load_oci_config (parser, contents, length, error))
+    return NULL;
   node = json_parser_get_root (parser);
   if (node != NULL && JSON_NODE_HOLDS_OBJECT (node))
     node = json_object_get_member (json_node_get_object (node), "process");
@@ -266,7 +273,6 @@ shimwatch_wire_rewrite_oci_config (const char  *contents,
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(JsonGenerator) generator = NULL;
-  g_autoptr(GError) local_error = NULL;
   g_autofree char *rootfs = NULL;
   JsonObject *config;
   JsonObject *root;
@@ -278,12 +284,8 @@ shimwatch_wire_rewrite_oci_config (const char  *contents,
   char *text;
   gsize text_length;
 
-  if (!shimwatch_wire_load_json (parser, contents, length, &local_error))
-    {
-      g_set_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
-                   "config.json: %s", local_error->message);
-      return NULL;
-    }
+  if (!load_oci_config (parser, contents, length, error))
+    return NULL;
   node = json_parser_get_root (parser);
   if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
     {
