@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shimwatch-task-object.h"
 #include "shimwatch-wire.h"
 
 /* how often a state directory that is not there yet is looked for */
@@ -76,13 +77,6 @@ bundle_free (Bundle *bundle)
   g_free (bundle->namespace_);
   g_free (bundle->id);
   g_free (bundle);
-}
-
-static char *
-key_of (const char *namespace_,
-        const char *id)
-{
-  return g_strconcat (namespace_, "/", id, NULL);
 }
 
 gboolean
@@ -195,7 +189,7 @@ bundle_appeared (ShimwatchContainerdWatcher *self,
   /* containerd renames a bundle to .<id> before it removes it */
   if (id[0] == '.' || !shimwatch_identifier_validate ("id", id, NULL))
     return;
-  key = key_of (namespace_, id);
+  key = shimwatch_task_key (namespace_, id);
   bundle = g_hash_table_lookup (self->bundles, key);
   if (bundle == NULL)
     {
@@ -220,7 +214,7 @@ bundle_gone (ShimwatchContainerdWatcher *self,
              const char                 *namespace_,
              const char                 *id)
 {
-  g_autofree char *key = key_of (namespace_, id);
+  g_autofree char *key = shimwatch_task_key (namespace_, id);
   Bundle *bundle = g_hash_table_lookup (self->bundles, key);
   gboolean was_ready;
 
@@ -342,7 +336,7 @@ handle_event (ShimwatchContainerdWatcher *self,
       break;
     case WATCH_BUNDLE:
       {
-        g_autofree char *key = key_of (watch->namespace_, watch->id);
+        g_autofree char *key = shimwatch_task_key (watch->namespace_, watch->id);
         Bundle *bundle = g_hash_table_lookup (self->bundles, key);
 
         if (bundle != NULL && name != NULL &&

@@ -40,13 +40,6 @@ static guint signals[N_SIGNALS];
 
 G_DEFINE_TYPE (ShimwatchContainerd, shimwatch_containerd, G_TYPE_OBJECT)
 
-static char *
-key_of (const char *namespace_,
-        const char *id)
-{
-  return g_strconcat (namespace_, "/", id, NULL);
-}
-
 ShimwatchContainerdTask *
 shimwatch_containerd_lookup (ShimwatchContainerd *self,
                              const char          *namespace_,
@@ -56,7 +49,7 @@ shimwatch_containerd_lookup (ShimwatchContainerd *self,
 
   g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD (self), NULL);
 
-  key = key_of (namespace_, id);
+  key = shimwatch_task_key (namespace_, id);
   return g_hash_table_lookup (self->tasks, key);
 }
 
@@ -120,8 +113,8 @@ task_finished_cb (ShimwatchContainerdTask *task,
                   ShimwatchContainerd     *self)
 {
   g_autoptr(ShimwatchContainerdTask) keep G_GNUC_UNUSED = g_object_ref (task);
-  g_autofree char *key = key_of (shimwatch_containerd_task_get_namespace (task),
-                                 shimwatch_containerd_task_get_id (task));
+  g_autofree char *key = shimwatch_task_key (shimwatch_containerd_task_get_namespace (task),
+                                             shimwatch_containerd_task_get_id (task));
   gboolean bundle_left = g_file_test (shimwatch_containerd_task_get_bundle (task),
                                       G_FILE_TEST_EXISTS);
 
@@ -143,8 +136,8 @@ static void
 add_task (ShimwatchContainerd     *self,
           ShimwatchContainerdTask *task)
 {
-  char *key = key_of (shimwatch_containerd_task_get_namespace (task),
-                      shimwatch_containerd_task_get_id (task));
+  char *key = shimwatch_task_key (shimwatch_containerd_task_get_namespace (task),
+                                  shimwatch_containerd_task_get_id (task));
 
   g_hash_table_insert (self->tasks, key, task);
   g_signal_connect (task, "disconnected", G_CALLBACK (task_disconnected_cb), self);
@@ -279,7 +272,7 @@ bundle_ready_cb (ShimwatchContainerdWatcher *watcher,
                  const char                 *bundle,
                  ShimwatchContainerd        *self)
 {
-  g_autofree char *key = key_of (namespace_, id);
+  g_autofree char *key = shimwatch_task_key (namespace_, id);
   g_autofree char *address_file = g_build_filename (bundle, "address", NULL);
   g_autofree char *address = NULL;
   g_autoptr(GError) error = NULL;
@@ -319,7 +312,7 @@ bundle_removed_cb (ShimwatchContainerdWatcher *watcher,
                    const char                 *id,
                    ShimwatchContainerd        *self)
 {
-  g_autofree char *key = key_of (namespace_, id);
+  g_autofree char *key = shimwatch_task_key (namespace_, id);
   ShimwatchContainerdTask *task = g_hash_table_lookup (self->tasks, key);
 
   if (g_hash_table_remove (self->done, key))
@@ -362,7 +355,7 @@ load_records (ShimwatchContainerd *self)
       if (record->delete_emitted)
         {
           if (present)
-            g_hash_table_add (self->done, key_of (record->namespace_, record->id));
+            g_hash_table_add (self->done, shimwatch_task_key (record->namespace_, record->id));
           else
             shimwatch_record_committer_remove (self->committer, record->namespace_, record->id);
           continue;

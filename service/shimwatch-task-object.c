@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * a task's object path and its export (see shimwatch-task-object.h)
+ * a task's key, its object path and its export (see shimwatch-task-object.h)
  */
 
 #include "config.h"
 
 #include "shimwatch-task-object.h"
+
+char *
+shimwatch_task_key (const char *namespace_,
+                    const char *id)
+{
+  return g_strconcat (namespace_, "/", id, NULL);
+}
 
 char *
 shimwatch_task_object_path (const char *base,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Where a task's D-Bus object lives and how it is put on the bus: the same for the
+ * The name a task goes by in the service's tables, where its D-Bus object lives and how it
+ * is put on the bus: the same for the
  * service's own shims (under SHIMWATCH_DBUS_SHIMS_PATH) and for the containerd
  * companion's tasks (under SHIMWATCH_DBUS_CONTAINERD_PATH), so that an admin GUI sees
  * both through one ObjectManager alike.
@@ -13,6 +14,9 @@
 
 G_BEGIN_DECLS
 
+/* "<namespace>/<id>" (valid identifiers hold no '/'), the key of a task's table entries */
+char *shimwatch_task_key           (const char               *namespace_,
+                                    const char               *id);
 /* <base>/<namespace>/<id>, each part escaped with g_dbus_escape_object_path() */
 char *shimwatch_task_object_path   (const char               *base,
                                     const char               *namespace_,
