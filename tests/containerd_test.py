@@ -182,6 +182,24 @@ class ContainerdTestCase(it.ShimwatchTestCase):
         wait_until(watched, timeout, f"{task_id} to be watched")
         return path
 
+    def run_watched(self, ids, timeout=20):
+        """Run the tasks, each once it is watched: {id: (ShimPid, TaskPid)}."""
+        for task_id in ids:
+            self.run_task(task_id)
+        pids = {}
+        for task_id in ids:
+            path = self.wait_watched(task_id, timeout)
+            pids[task_id] = (self.prop(path, "ShimPid"), self.prop(path, "TaskPid"))
+        return pids
+
+    def kill_shims(self, pids, timeout):
+        """SIGKILL every shim of run_watched()'s pids at once; wait until each task is
+        deleted."""
+        for shim_pid, _ in pids.values():
+            os.kill(shim_pid, signal.SIGKILL)
+        for task_id in pids:
+            self.wait_deleted(task_id, timeout)
+
     def sequence(self, task_id):
         return [m for m, _, _ in self.signals.for_task(self.namespace, task_id,
                                                        self.path_of(task_id))]
@@ -304,12 +322,7 @@ class TakeoverLimitTests(ContainerdTestCase):
         """containerd down and three shims SIGKILLed: shimwatch takes over all three, but
         runs no more `shim delete` at once than CleanupConcurrency (1) allows."""
         ids = ["q1", "q2", "q3"]
-        for task_id in ids:
-            self.run_task(task_id)
-        pids = {}
-        for task_id in ids:
-            path = self.wait_watched(task_id)
-            pids[task_id] = (self.prop(path, "ShimPid"), self.prop(path, "TaskPid"))
+        pids = self.run_watched(ids)
         self.ctd.kill()
         # the deletes go through the spy: it lies in RuntimePath, and the bundles name it
         # (containerd, which wrote them, is down)
@@ -324,10 +337,7 @@ class TakeoverLimitTests(ContainerdTestCase):
             os.chmod(spy, 0o755)
             with open(binary_file, "w") as f:
                 f.write(spy)
-        for shim_pid, _ in pids.values():
-            os.kill(shim_pid, signal.SIGKILL)
-        for task_id in ids:
-            self.wait_deleted(task_id, timeout=60)
+        self.kill_shims(pids, timeout=60)
         pump(0.5)
         for task_id in ids:
             self.assertEqual(self.sequence(task_id), ["ShimDisconnected", "TaskExit", "TaskDelete",
@@ -373,16 +383,8 @@ class ScaleTests(ContainerdTestCase):
         """50 containerd shims SIGKILLed at once: 50 of each signal, nothing left, whoever
         cleaned up (containerd, or shimwatch where containerd missed its deadline)."""
         ids = [f"m{i}" for i in range(50)]
-        for task_id in ids:
-            self.run_task(task_id)
-        pids = {}
-        for task_id in ids:
-            path = self.wait_watched(task_id, timeout=60)
-            pids[task_id] = (self.prop(path, "ShimPid"), self.prop(path, "TaskPid"))
-        for shim_pid, _ in pids.values():
-            os.kill(shim_pid, signal.SIGKILL)
-        for task_id in ids:
-            self.wait_deleted(task_id, timeout=120)
+        pids = self.run_watched(ids, timeout=60)
+        self.kill_shims(pids, timeout=120)
         pump(1.0)
         for task_id in ids:
             self.log_focus = f"{self.namespace}/{task_id}"
