@@ -170,44 +170,23 @@ shim_environment (ShimwatchLauncher *self,
   return env;
 }
 
-static GSubprocessLauncher *
-shim_process_launcher (ShimwatchLauncher *self,
-                       const char        *namespace_,
-                       const char        *task_dir,
-                       GSubprocessFlags   flags)
-{
-  GSubprocessLauncher *launcher = g_subprocess_launcher_new (flags);
-  g_auto(GStrv) env = shim_environment (self, namespace_);
-
-  g_subprocess_launcher_set_cwd (launcher, task_dir);
-  g_subprocess_launcher_set_environ (launcher, env);
-  return launcher;
-}
-
-/* one subprocess run: stdin bytes in, stdout and stderr out, SIGKILL at the deadline */
+/* one run of `<shim> start` or `<shim> delete`: stdin bytes in, stdout and stderr out,
+ * SIGKILL at the deadline. Both are started with posix_spawn, never with a fork of the
+ * service (see shimwatch-spawn.h): `start` on every CreateTask, `delete` for every dead
+ * shim, hundreds at once when a node loses its shims. */
 typedef struct {
-  GSubprocess  *process;
-  GCancellable *timeout_cancellable;   /* internal: only the deadline cancels the I/O */
-  GSource      *timeout_source;
-  gboolean      timed_out;
-  char         *namespace_;
-  char         *id;
-  char         *task_dir;
-  char         *shim_binary;
-  GBytes       *stdout_bytes;
-  GBytes       *stderr_bytes;
+  char       *namespace_;
+  char       *id;
+  char       *task_dir;
+  char       *shim_binary;
+  const char *action;
+  GBytes     *stdout_bytes;
+  GBytes     *stderr_bytes;
 } RunData;
 
 static void
 run_data_free (RunData *data)
 {
-  if (data->timeout_source != NULL)
-    {
-      g_source_destroy (data->timeout_source);
-      g_source_unref (data->timeout_source);
-    }
-  g_clear_object (&data->process);
-  g_clear_object (&data->timeout_cancellable);
   g_free (data->namespace_);
   g_free (data->id);
   g_free (data->task_dir);
@@ -217,21 +196,8 @@ run_data_free (RunData *data)
   g_free (data);
 }
 
-static gboolean
-run_timeout_cb (gpointer user_data)
-{
-  RunData *data = user_data;
-
-  data->timed_out = TRUE;
-  g_clear_pointer (&data->timeout_source, g_source_unref);
-  g_subprocess_force_exit (data->process);
-  g_cancellable_cancel (data->timeout_cancellable);
-  return G_SOURCE_REMOVE;
-}
-
 static void
-log_stderr (RunData    *data,
-            const char *action)
+log_stderr (RunData *data)
 {
   g_autofree char *text = NULL;
   gsize length;
@@ -245,41 +211,33 @@ log_stderr (RunData    *data,
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
                       (&(ShimwatchLogTask) { .namespace_ = data->namespace_, .id = data->id,
                                              .bare = TRUE }),
-                      "shim %s for %s/%s wrote: %s", action, data->namespace_, data->id, text);
+                      "shim %s for %s/%s wrote: %s", data->action, data->namespace_, data->id,
+                      text);
 }
 
 /* NULL when the process exited 0; otherwise why not */
 static GError *
-run_status_error (RunData    *data,
-                  const char *action)
+run_status_error (RunData                    *data,
+                  const ShimwatchSpawnResult *outcome)
 {
   g_autofree char *text = NULL;
-  int status;
+  int status = outcome->wait_status;
 
-  if (data->timed_out)
+  if (outcome->timed_out)
     return g_error_new (G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
                         "shim %s for %s/%s did not finish in time and was killed",
-                        action, data->namespace_, data->id);
-
-  status = g_subprocess_get_status (data->process);
-  if (g_subprocess_get_if_exited (data->process) && g_subprocess_get_exit_status (data->process) == 0)
+                        data->action, data->namespace_, data->id);
+  if (WIFEXITED (status) && WEXITSTATUS (status) == 0)
     return NULL;
 
-  if (data->stderr_bytes != NULL)
-    {
-      text = g_utf8_make_valid (g_bytes_get_data (data->stderr_bytes, NULL),
-                                (gssize) g_bytes_get_size (data->stderr_bytes));
-      g_strstrip (text);
-    }
+  text = g_utf8_make_valid (g_bytes_get_data (outcome->stderr_bytes, NULL),
+                            (gssize) g_bytes_get_size (outcome->stderr_bytes));
+  g_strstrip (text);
   return g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
-                      "shim %s for %s/%s failed (%s %d)%s%s", action, data->namespace_,
-                      data->id,
-                      g_subprocess_get_if_exited (data->process) ? "exit status" : "signal",
-                      g_subprocess_get_if_exited (data->process)
-                        ? g_subprocess_get_exit_status (data->process)
-                        : (g_subprocess_get_if_signaled (data->process)
-                             ? g_subprocess_get_term_sig (data->process) : status),
-                      text != NULL && *text != '\0' ? ": " : "", text != NULL ? text : "");
+                      "shim %s for %s/%s failed (%s %d)%s%s", data->action, data->namespace_,
+                      data->id, WIFEXITED (status) ? "exit status" : "signal",
+                      WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status),
+                      *text != '\0' ? ": " : "", text);
 }
 
 /* The shim's stdin as a sealed-off memory file, never a pipe: a shim that exits without
@@ -320,27 +278,29 @@ stdin_fd_for (GBytes  *bytes,
   return fd;
 }
 
+/* `<shim> -namespace … -id … [-bundle …] <action>` in the task directory, with the
+ * runtime-v2 environment; @spawned_cb gets the returned task once the process exited */
 static GTask *
-run_shim_action (ShimwatchLauncher   *self,
-                 gpointer             source_tag,
-                 const char          *shim_binary,
-                 const char          *namespace_,
-                 const char          *id,
-                 const char          *task_dir,
-                 const char          *action,
-                 GBytes              *stdin_bytes,
-                 guint                timeout_ms,
-                 GAsyncReadyCallback  communicate_cb,
-                 GAsyncReadyCallback  callback,
-                 gpointer             user_data)
+run_shim_action (ShimwatchLauncher  *self,
+                 gpointer            source_tag,
+                 const char         *shim_binary,
+                 const char         *namespace_,
+                 const char         *id,
+                 const char         *task_dir,
+                 const char         *action,
+                 GBytes             *stdin_bytes,
+                 guint               timeout_ms,
+                 GAsyncReadyCallback spawned_cb,
+                 GAsyncReadyCallback callback,
+                 gpointer            user_data)
 {
-  g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autoptr(GError) error = NULL;
+  g_auto(GStrv) env = NULL;
   GTask *task = g_task_new (self, NULL, callback, user_data);
   RunData *data = g_new0 (RunData, 1);
   const char *argv[16];
   guint n = 0;
-  int stdin_fd;
+  int stdin_fd = -1;
 
   g_task_set_source_tag (task, source_tag);
   g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
@@ -348,7 +308,7 @@ run_shim_action (ShimwatchLauncher   *self,
   data->id = g_strdup (id);
   data->task_dir = g_strdup (task_dir);
   data->shim_binary = g_strdup (shim_binary);
-  data->timeout_cancellable = g_cancellable_new ();
+  data->action = action;
 
   argv[n++] = shim_binary;
   argv[n++] = "-namespace";
@@ -367,50 +327,50 @@ run_shim_action (ShimwatchLauncher   *self,
   argv[n++] = action;
   argv[n] = NULL;
 
-  stdin_fd = stdin_fd_for (stdin_bytes, &error);
-  if (stdin_fd < 0)
+  if (stdin_bytes != NULL)
     {
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED, "%s",
-                               error->message);
-      return task;
+      stdin_fd = stdin_fd_for (stdin_bytes, &error);
+      if (stdin_fd < 0)
+        {
+          g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED, "%s",
+                                   error->message);
+          return task;
+        }
     }
-  launcher = shim_process_launcher (self, namespace_, task_dir,
-                                    G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-                                    G_SUBPROCESS_FLAGS_STDERR_PIPE);
-  g_subprocess_launcher_take_stdin_fd (launcher, stdin_fd);
-  data->process = g_subprocess_launcher_spawnv (launcher, argv, &error);
-  if (data->process == NULL)
-    {
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
-                               "cannot run %s %s: %s", shim_binary, action, error->message);
-      return task;
-    }
-
-  data->timeout_source = g_timeout_source_new (timeout_ms);
-  g_source_set_callback (data->timeout_source, run_timeout_cb, data, NULL);
-  g_source_attach (data->timeout_source, NULL);
-
-  g_subprocess_communicate_async (data->process, NULL, data->timeout_cancellable,
-                                  communicate_cb, g_object_ref (task));
+  env = shim_environment (self, namespace_);
+  /* the child has its own stdin once posix_spawn returned: ours can go */
+  shimwatch_spawn_async (argv, (const char * const *) env, task_dir, stdin_fd, timeout_ms,
+                         spawned_cb, g_object_ref (task));
+  if (stdin_fd >= 0)
+    close (stdin_fd);
   return task;
 }
 
-/* after communicate: wait for the exit status (the pipes may close before the exit) */
+/* after the run: its output kept and its stderr logged; FALSE, with @task returned, unless
+ * it exited 0 */
 static gboolean
-finish_communicate (GTask        *task,
-                    GAsyncResult *result)
+finish_run (GTask        *task,
+            GAsyncResult *result)
 {
   RunData *data = g_task_get_task_data (task);
+  g_autoptr(ShimwatchSpawnResult) outcome = NULL;
   g_autoptr(GError) error = NULL;
 
-  if (!g_subprocess_communicate_finish (data->process, result, &data->stdout_bytes,
-                                        &data->stderr_bytes, &error) &&
-      !data->timed_out)
+  outcome = shimwatch_spawn_finish (result, &error);
+  if (outcome == NULL)
     {
-      g_subprocess_force_exit (data->process);
       g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
-                               "talking to shim for %s/%s: %s", data->namespace_, data->id,
-                               error->message);
+                               "shim %s for %s/%s: %s", data->action, data->namespace_,
+                               data->id, error->message);
+      return FALSE;
+    }
+  data->stdout_bytes = g_bytes_ref (outcome->stdout_bytes);
+  data->stderr_bytes = g_bytes_ref (outcome->stderr_bytes);
+  log_stderr (data);
+  error = run_status_error (data, outcome);
+  if (error != NULL)
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
       return FALSE;
     }
   return TRUE;
@@ -480,9 +440,9 @@ start_socket_cb (GObject      *source,
 }
 
 static void
-start_communicate_cb (GObject      *source,
-                      GAsyncResult *result,
-                      gpointer      user_data)
+start_spawned_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
 {
   g_autoptr(GTask) task = user_data;
   StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
@@ -490,15 +450,8 @@ start_communicate_cb (GObject      *source,
   g_autoptr(ShimwatchBootstrap) bootstrap = NULL;
   g_autoptr(GError) error = NULL;
 
-  if (!finish_communicate (task, result))
+  if (!finish_run (task, result))
     return;
-  log_stderr (data, "start");
-  error = run_status_error (data, "start");
-  if (error != NULL)
-    {
-      g_task_return_error (task, g_steal_pointer (&error));
-      return;
-    }
   bootstrap = shimwatch_wire_parse_start_output (data->stdout_bytes, &error);
   if (bootstrap == NULL)
     {
@@ -551,7 +504,7 @@ shimwatch_launcher_start_async (ShimwatchLauncher   *self,
   options = shimwatch_wire_encode_runc_options (self->runc_root, self->systemd_cgroup);
   task = run_shim_action (self, shimwatch_launcher_start_async, shim_binary, namespace_, id,
                           task_dir, "start", options, self->start_timeout_ms,
-                          start_communicate_cb, callback, user_data);
+                          start_spawned_cb, callback, user_data);
   g_object_set_data_full (G_OBJECT (task), "start-state", state,
                           (GDestroyNotify) start_state_free);
 }
@@ -610,8 +563,6 @@ shimwatch_launcher_start_finish (ShimwatchLauncher  *self,
 
 /* -- delete ---------------------------------------------------------------------------- */
 
-/* `delete` runs for every dead shim, hundreds at once when a node loses its shims: it
- * is started with posix_spawn, not with GSubprocess's fork (see shimwatch-spawn.h) */
 static void
 delete_spawned_cb (GObject      *source,
                    GAsyncResult *result,
@@ -619,44 +570,13 @@ delete_spawned_cb (GObject      *source,
 {
   g_autoptr(GTask) task = user_data;
   RunData *data = g_task_get_task_data (task);
-  g_autoptr(ShimwatchSpawnResult) outcome = NULL;
   g_autoptr(GError) error = NULL;
-  g_autofree char *text = NULL;
   ShimwatchExit *exit_info;
-  int status;
 
-  outcome = shimwatch_spawn_finish (result, &error);
-  if (outcome == NULL)
-    {
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
-                               "cannot run %s delete: %s", data->shim_binary, error->message);
-      return;
-    }
-  data->stderr_bytes = g_bytes_ref (outcome->stderr_bytes);
-  log_stderr (data, "delete");
-  if (outcome->timed_out)
-    {
-      g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                               "shim delete for %s/%s did not finish in time and was killed",
-                               data->namespace_, data->id);
-      return;
-    }
-  status = outcome->wait_status;
-  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    {
-      text = g_utf8_make_valid (g_bytes_get_data (outcome->stderr_bytes, NULL),
-                                (gssize) g_bytes_get_size (outcome->stderr_bytes));
-      g_strstrip (text);
-      g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
-                               "shim delete for %s/%s failed (%s %d)%s%s", data->namespace_,
-                               data->id, WIFEXITED (status) ? "exit status" : "signal",
-                               WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status),
-                               *text != '\0' ? ": " : "", text);
-      return;
-    }
-
+  if (!finish_run (task, result))
+    return;
   exit_info = g_new0 (ShimwatchExit, 1);
-  if (!shimwatch_wire_decode_delete_response (outcome->stdout_bytes, exit_info, &error))
+  if (!shimwatch_wire_decode_delete_response (data->stdout_bytes, exit_info, &error))
     {
       g_free (exit_info);
       g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
@@ -678,27 +598,14 @@ shimwatch_launcher_delete_async (ShimwatchLauncher   *self,
                                  gpointer             user_data)
 {
   GTask *task;
-  RunData *data;
-  g_auto(GStrv) env = NULL;
-  const char *argv[] = {
-    shim_binary, "-namespace", namespace_, "-address", self->shim_address,
-    /* ignored by runtime-v2 shims, which publish via TTRPC_ADDRESS */
-    "-publish-binary", "/bin/true", "-id", id, "-bundle", task_dir, "delete", NULL
-  };
 
   g_return_if_fail (SHIMWATCH_IS_LAUNCHER (self));
 
-  task = g_task_new (self, NULL, callback, user_data);
-  g_task_set_source_tag (task, shimwatch_launcher_delete_async);
-  data = g_new0 (RunData, 1);
-  data->namespace_ = g_strdup (namespace_);
-  data->id = g_strdup (id);
-  data->task_dir = g_strdup (task_dir);
-  data->shim_binary = g_strdup (shim_binary);
-  g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
-  env = shim_environment (self, namespace_);
-  shimwatch_spawn_async (argv, (const char * const *) env, task_dir, -1, timeout_ms,
-                         delete_spawned_cb, task);
+  /* the run holds the task until it returned */
+  task = run_shim_action (self, shimwatch_launcher_delete_async, shim_binary, namespace_, id,
+                          task_dir, "delete", NULL, timeout_ms, delete_spawned_cb, callback,
+                          user_data);
+  g_object_unref (task);
 }
 
 gboolean

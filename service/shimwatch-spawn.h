@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Running a short command (a shim's "delete") without fork(2) on the main thread.
+ * Running a short command (a shim's "start" and "delete") without fork(2) on the main
+ * thread.
  *
  * GSubprocess forks when it must change the child's working directory, and a fork of the
  * service copies its page tables and makes every page of the main thread copy-on-write:
  * with hundreds of shims dying at once the service spent more time in page faults after
- * those forks than in its own work. posix_spawn(3) starts the child in the parent's
+ * those forks than in its own work, and with a thousand shims supervised every CreateTask
+ * forked a process holding thousands of descriptors. posix_spawn(3) starts the child in the parent's
  * memory (CLONE_VM | CLONE_VFORK) until it execs; glibc does the chdir, the redirections
  * and the closing of every other descriptor in the child. The exit is watched through a
  * pidfd in the main context (where pidfd_open(2) is missing or refused: a thread blocked

@@ -41,6 +41,10 @@
  *                     so no exit status can be known when this shim dies
  *   fail-start        start writes "test shim: start failed on purpose" to stderr, exits 1
  *   bad-start         start writes "this is not an address" to stdout (no newline), exits 0
+ *   hang-start        start writes "test shim: start hangs on purpose" to stderr and pauses
+ *                     forever (until killed)
+ *   report-start      normal, and start first writes ./start-fds: one line "FD TARGET" per
+ *                     descriptor it was started with (what its caller let it inherit)
  *
  * start: listens (0600) on /tmp/shimwatch-test-shim-<first 32 hex digits of
  * sha256("ADDR/NS/ID")>.sock (a stale file is removed first), writes ./address, forks the
@@ -125,6 +129,8 @@ typedef enum {
   MODE_LEAK_SOCKET,
   MODE_FAIL_START,
   MODE_BAD_START,
+  MODE_HANG_START,
+  MODE_REPORT_START,
 } Mode;
 
 static const char * const mode_names[] = {
@@ -139,6 +145,8 @@ static const char * const mode_names[] = {
   [MODE_LEAK_SOCKET]      = "leak-socket",
   [MODE_FAIL_START]       = "fail-start",
   [MODE_BAD_START]        = "bad-start",
+  [MODE_HANG_START]       = "hang-start",
+  [MODE_REPORT_START]     = "report-start",
 };
 
 typedef struct {
@@ -926,6 +934,8 @@ handle_request (Connection   *conn,
         case MODE_LEAK_SOCKET:
         case MODE_FAIL_START:
         case MODE_BAD_START:
+        case MODE_HANG_START:
+        case MODE_REPORT_START:
         default:
           break;
         }
@@ -1233,6 +1243,29 @@ run_server (Mode  mode,
 
 /* Actions */
 
+/* ./start-fds: "FD TARGET" per descriptor this process was started with */
+static gboolean
+report_fds (void)
+{
+  g_autoptr(GString) report = g_string_new (NULL);
+  g_autoptr(GDir) dir = g_dir_open ("/proc/self/fd", 0, NULL);
+  const char *name;
+
+  if (dir == NULL)
+    return FALSE;
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *link = g_build_filename ("/proc/self/fd", name, NULL);
+      g_autofree char *target = g_file_read_link (link, NULL);
+
+      /* the directory being listed is the only descriptor opened here */
+      if (target != NULL && strcmp (target, "/proc/self/fd") != 0 &&
+          !g_str_has_prefix (target, "/proc/"))
+        g_string_append_printf (report, "%s %s\n", name, target);
+    }
+  return g_file_set_contents ("start-fds", report->str, (gssize) report->len, NULL);
+}
+
 static int
 action_start (Mode mode)
 {
@@ -1250,6 +1283,17 @@ action_start (Mode mode)
     {
       g_printerr ("test shim: start failed on purpose\n");
       return 1;
+    }
+  if (mode == MODE_REPORT_START && !report_fds ())
+    {
+      g_printerr ("test shim: cannot write start-fds\n");
+      return 1;
+    }
+  if (mode == MODE_HANG_START)
+    {
+      g_printerr ("test shim: start hangs on purpose\n");
+      for (;;)
+        pause ();
     }
   if (mode == MODE_BAD_START)
     {

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,6 +142,58 @@ start_expecting_failure (Fixture    *fx,
   return error;
 }
 
+/* what `start` is run with: the task directory as its working directory (the test shim
+ * reads its mode from ./config.json), the runtime-v2 environment (its server inherits it),
+ * stdin, stdout and stderr, and no other descriptor of ours */
+static void
+test_start_process (Fixture      *fx,
+                    gconstpointer data)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(ShimwatchShimHandle) handle = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *marker = g_build_filename (fx->dir, "not-inherited", NULL);
+  g_autofree char *report_path = NULL;
+  g_autofree char *report = NULL;
+  g_autofree char *environ_path = NULL;
+  g_autofree char *environ_text = NULL;
+  g_autofree char *ttrpc = g_strdup_printf ("TTRPC_ADDRESS=%s/events.sock", fx->dir);
+  g_autofree char *grpc = g_strdup_printf ("GRPC_ADDRESS=%s", fx->dir);
+  g_autoptr(GPtrArray) env = g_ptr_array_new ();
+  g_auto(GStrv) lines = NULL;
+  int marker_fd;
+  gsize length;
+
+  prepare (fx, "report-start");
+  marker_fd = open (marker, O_RDWR | O_CREAT, 0600);   /* no O_CLOEXEC on purpose */
+  g_assert_cmpint (marker_fd, >=, 3);
+  shimwatch_launcher_start_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir,
+                                  shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 10000);
+  handle = shimwatch_launcher_start_finish (fx->launcher, result, &error);
+  g_assert_no_error (error);
+  g_assert_no_errno (close (marker_fd));
+
+  report_path = g_build_filename (fx->task_dir, "start-fds", NULL);
+  g_assert_true (g_file_get_contents (report_path, &report, NULL, NULL));
+  g_test_message ("start's descriptors:\n%s", report);
+  lines = g_strsplit (g_strchomp (report), "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 3);
+  g_assert_true (g_str_has_prefix (lines[0], "0 /memfd:shimwatch-shim-stdin"));
+  g_assert_true (g_str_has_prefix (lines[1], "1 pipe:"));
+  g_assert_true (g_str_has_prefix (lines[2], "2 pipe:"));
+
+  environ_path = g_strdup_printf ("/proc/%u/environ", handle->shim_pid);
+  g_assert_true (g_file_get_contents (environ_path, &environ_text, &length, NULL));
+  for (gsize at = 0; at < length; at += strlen (environ_text + at) + 1)
+    g_ptr_array_add (env, environ_text + at);
+  g_ptr_array_add (env, NULL);
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, ttrpc));
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, grpc));
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, "NAMESPACE=" NS));
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, "MAX_SHIM_VERSION=2"));
+}
+
 static void
 test_normal (Fixture       *fx,
              gconstpointer  data)
@@ -223,6 +276,22 @@ test_start_fails (Fixture       *fx,
   g_assert_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED);
   g_assert_nonnull (strstr (error->message, "exit status 1"));
   g_assert_nonnull (strstr (error->message, "start failed on purpose"));
+}
+
+/* start has the same deadline as delete: killed, with a clear error, never a stuck create */
+static void
+test_start_hangs (Fixture      *fx,
+                  gconstpointer data)
+{
+  gint64 elapsed_ms;
+  g_autoptr(GError) error = start_expecting_failure (fx, "hang-start", &elapsed_ms);
+
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
+  g_assert_nonnull (strstr (error->message, "shim start for " NS "/t1 did not finish in time"));
+  g_assert_nonnull (strstr (error->message, "killed"));
+  /* the fixture's StartTimeout is 2 s */
+  g_assert_cmpint (elapsed_ms, >=, 1900);
+  g_assert_cmpint (elapsed_ms, <, 10000);
 }
 
 static void
@@ -315,12 +384,14 @@ main (int    argc,
 
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("/shim-faults/normal", test_normal);
+  ADD ("/shim-faults/start-process", test_start_process);
   ADD ("/shim-faults/garbage-frames", test_garbage_frames);
   ADD ("/shim-faults/oversize-frame", test_oversize_frame);
   ADD ("/shim-faults/connect-never-answers", test_connect_never_answers);
   ADD ("/shim-faults/close-on-request", test_close_on_request);
   ADD ("/shim-faults/start-fails", test_start_fails);
   ADD ("/shim-faults/start-prints-garbage", test_start_prints_garbage);
+  ADD ("/shim-faults/start-hangs", test_start_hangs);
   ADD ("/shim-faults/delete-hangs", test_delete_hangs);
   ADD ("/shim-faults/bad-runtime-names", test_bad_runtime_names);
   ADD ("/shim-faults/bad-bundles", test_bad_bundles);
