@@ -434,10 +434,12 @@ task_log_new (const char                    *namespace_,
               const char                    *id,
               const char                    *log_dir,
               const ShimwatchTaskLogLimits  *limits,
+              gboolean                       fresh,
               GError                       **error)
 {
   g_autoptr(ShimwatchTaskLog) self = g_object_new (SHIMWATCH_TYPE_TASK_LOG, NULL);
   g_autofree char *mark = g_build_filename (log_dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
+  g_autofree char *spare = g_build_filename (log_dir, SHIMWATCH_TASK_LOG_DELETED_SPARE, NULL);
 
   self->namespace_ = g_strdup (namespace_);
   self->id = g_strdup (id);
@@ -455,6 +457,18 @@ task_log_new (const char                    *namespace_,
     }
   /* a live task's log is not deleted, whatever an earlier run marked */
   (void) g_unlink (mark);
+  /* The file of the mark is made now, while nothing waits for it: at the task's end it
+   * is only written and renamed. Making a file there costs an inode on the state
+   * directory's disk, which under load took longer than the rest of a death's own work.
+   * (A log taken over after a restart has it from its creation, or makes the mark the
+   * old way: a restart with many tasks does not make files.) */
+  if (fresh)
+    {
+      int fd = open (spare, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+      if (fd >= 0)
+        close (fd);
+    }
   if (!open_output (self, FALSE, error))
     return NULL;
   return g_steal_pointer (&self);
@@ -469,7 +483,7 @@ shimwatch_task_log_new (const char                    *namespace_,
                         const ShimwatchTaskLogLimits  *limits,
                         GError                       **error)
 {
-  g_autoptr(ShimwatchTaskLog) self = task_log_new (namespace_, id, log_dir, limits, error);
+  g_autoptr(ShimwatchTaskLog) self = task_log_new (namespace_, id, log_dir, limits, TRUE, error);
 
   if (self == NULL)
     return NULL;
@@ -504,7 +518,7 @@ shimwatch_task_log_reopen (const char                    *namespace_,
     }
   if (!any)
     return NULL;
-  self = task_log_new (namespace_, id, log_dir, limits, error);
+  self = task_log_new (namespace_, id, log_dir, limits, FALSE, error);
   if (self == NULL)
     return NULL;
   for (guint i = 0; i < G_N_ELEMENTS (self->streams); i++)
@@ -1055,6 +1069,26 @@ stop (ShimwatchTaskLog *self,
   end_readers (self);
 }
 
+/* the spare file made with the log, written and renamed into place; FALSE: there is
+ * none (a log of an earlier version, or it could not be made) */
+static gboolean
+mark_from_spare (ShimwatchTaskLog *self,
+                 const char       *mark,
+                 const char       *when)
+{
+  g_autofree char *spare = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_SPARE, NULL);
+  gsize length = strlen (when);
+  gboolean written;
+  int fd;
+
+  fd = open (spare, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return FALSE;
+  written = write (fd, when, length) == (gssize) length;
+  close (fd);
+  return written && rename (spare, mark) == 0;
+}
+
 void
 shimwatch_task_log_finish (ShimwatchTaskLog *self)
 {
@@ -1071,7 +1105,8 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
    * sees the end also sees the log marked deleted */
   mark = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
   when = g_strdup_printf ("%" G_GINT64_FORMAT "\n", g_get_real_time ());
-  if (!g_file_set_contents_full (mark, when, -1, G_FILE_SET_CONTENTS_NONE, 0600, &error))
+  if (!mark_from_spare (self, mark, when) &&
+      !g_file_set_contents_full (mark, when, -1, G_FILE_SET_CONTENTS_NONE, 0600, &error))
     log_task (self, G_LOG_LEVEL_WARNING, "cannot mark the task log deleted: %s",
               error->message);
   stop (self, TRUE);

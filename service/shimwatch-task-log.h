@@ -28,6 +28,8 @@ G_BEGIN_DECLS
 #define SHIMWATCH_TASK_LOG_READ_MAX       (8 * 1024 * 1024)
 #define SHIMWATCH_TASK_LOG_FILE           "output.log"
 #define SHIMWATCH_TASK_LOG_DELETED_MARK   "deleted"
+/* made empty with a new task's log, so that its end only writes and renames it */
+#define SHIMWATCH_TASK_LOG_DELETED_SPARE  ".deleted.tmp"
 
 typedef enum {
   SHIMWATCH_TASK_LOG_STDOUT = 1 << 0,

@@ -2299,7 +2299,10 @@ class TaskLogTests(ShimwatchTestCase):
         sizes = {n: os.path.getsize(os.path.join(log_dir, n)) for n in os.listdir(log_dir)}
         self.assertLessEqual(sum(sizes.values()), self.LOG_MAX_SIZE * self.LOG_MAX_FILES, sizes)
         self.assertTrue(all(size <= self.LOG_MAX_SIZE for size in sizes.values()), sizes)
-        self.assertEqual(sorted(sizes), ["output.log", "output.log.1", "output.log.2"])
+        # the output files, and the empty file the task's end turns into "deleted"
+        self.assertEqual(sorted(sizes), [".deleted.tmp", "output.log", "output.log.1",
+                                         "output.log.2"])
+        self.assertEqual(sizes[".deleted.tmp"], 0)
         # what is kept is the newest lines, none lost in between
         numbers = [int(t.split()[1]) for _, s, t in self.read_log(path)
                    if s == "stdout" and t != "done"]
