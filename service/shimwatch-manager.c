@@ -102,6 +102,10 @@ shimwatch_manager_remove_unused_cgroup_parents (ShimwatchManager *self,
       g_hash_table_size (self->reserved) > 0)
     return;
   ns_path = g_strdup_printf ("/%s/%s", SHIMWATCH_CGROUP_PARENT, namespace_);
+  /* another task's cgroup is in it: not empty, known without an rmdir in each hierarchy
+   * at every death */
+  if (shimwatch_cgroup_claims_overlap (self->cgroup_users, ns_path) != NULL)
+    return;
   shimwatch_cgroup_remove_empty_parents (self->cgroups, ns_path, "/");
 }
 
