@@ -562,6 +562,26 @@ shimwatch_cgroup_kill (const ShimwatchCgroupHost *host,
 }
 
 gboolean
+shimwatch_cgroup_exists (const ShimwatchCgroupHost *host,
+                         const char                *path)
+{
+  g_autoptr(GPtrArray) dirs = NULL;
+
+  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
+
+  dirs = shimwatch_cgroup_dirs (host, path);
+  for (guint i = 0; i < dirs->len; i++)
+    {
+      struct stat st;
+
+      /* anything but "not there" (a permission problem, say) counts as there */
+      if (lstat (g_ptr_array_index (dirs, i), &st) == 0 || errno != ENOENT)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+gboolean
 shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
                                const char                *path)
 {

@@ -96,6 +96,9 @@ GPtrArray *shimwatch_cgroup_dirs (const ShimwatchCgroupHost *host,
  * shows up. Returns how many processes were signalled (cgroup.kill: 1 if populated). */
 guint    shimwatch_cgroup_kill         (const ShimwatchCgroupHost *host,
                                         const char                *path);
+/* is the cgroup there in any hierarchy? (a stat of each, nothing read) */
+gboolean shimwatch_cgroup_exists       (const ShimwatchCgroupHost *host,
+                                        const char                *path);
 /* does any process still run in the cgroup or below? */
 gboolean shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
                                         const char                *path);

@@ -546,6 +546,12 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   self->n_running++;
   log_step (request, G_LOG_LEVEL_INFO, "cleanup started");
 
+  /* a cgroup in no hierarchy (gone with its container, or never made by the runtime)
+   * holds nothing: it is not killed, polled or removed (each of which would look for it
+   * in every hierarchy, several times per death) */
+  if (request->cgroup_path != NULL && !shimwatch_cgroup_exists (self->cgroups, request->cgroup_path))
+    g_clear_pointer (&request->cgroup_path, g_free);
+
   /* the shim is gone: what runs in the task's cgroup (the init's children too, when the
    * container has no PID namespace of its own) dies with the init, found without looking
    * at any other process of the machine */

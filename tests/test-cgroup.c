@@ -239,6 +239,9 @@ test_kill_by_procs (void)
   text = g_strdup_printf ("%d\n", (int) b);
   write_procs (child, text);
 
+  g_assert_true (shimwatch_cgroup_exists (host, "/shimwatch/default/t01"));
+  g_assert_true (shimwatch_cgroup_exists (host, "/shimwatch/default/t01/inner"));
+  g_assert_false (shimwatch_cgroup_exists (host, "/shimwatch/other/t01"));
   g_assert_true (shimwatch_cgroup_is_populated (host, "/shimwatch/default/t01"));
   g_assert_false (shimwatch_cgroup_is_populated (host, "/shimwatch/other/t01"));
   g_assert_cmpuint (shimwatch_cgroup_kill (host, "/shimwatch/default/t01"), ==, 2);
