@@ -351,7 +351,8 @@ kill_shim_process (ShimwatchShim *self)
   /* a pidfd turns readable once its process has exited: a dead shim is left alone */
   if (pidfd >= 0 && poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0 &&
       pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected", "killed shim process %u", pid);
+    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+                        "sent SIGKILL to shim process %u, still there at the disconnection", pid);
   if (pidfd >= 0 && pidfd != self->shim_pidfd)
     close (pidfd);
 }
