@@ -11,15 +11,6 @@ bash tools/install-deps.sh
 [ -f "$build/build.ninja" ] || meson setup "$build" --werror >/dev/null
 ninja -C "$build" >/dev/null
 
-work=$(mktemp -d /tmp/shimwatch-demo-XXXXXX)
-runtime_dir=$work/run
-pids=()
-finish () {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap finish EXIT
 say () { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 # A private system bus with the project's bus policy and a real polkitd that knows only
@@ -29,6 +20,17 @@ if [ -z "${SHIMWATCH_DEMO_BUS:-}" ]; then
   SHIMWATCH_DEMO_BUS=1 SHIMWATCH_POLICY_FILE="$build/data/org.shimwatch.policy" \
     PROJECT_DATA="$top/data" exec bash tests/with-system-bus.sh bash "$0" "$@"
 fi
+
+# made after the exec above, so that the run that removes it is the one that made it
+work=$(mktemp -d /tmp/shimwatch-demo-XXXXXX)
+runtime_dir=$work/run
+pids=()
+finish () {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap finish EXIT
 
 say "starting shimwatchd (runtime directory $runtime_dir)"
 "$build/service/shimwatchd" --runtime-dir "$runtime_dir" --state-dir "$work/state" \
