@@ -24,6 +24,7 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-stdio.h"
+#include "shimwatch-task-object.h"
 
 /* -- CreateTask ----------------------------------------------------------------------- */
 
@@ -513,7 +514,7 @@ shimwatch_manager_handle_create_task (ShimwatchDbusManager  *iface,
   data = g_new0 (CreateData, 1);
   data->self = g_object_ref (self);
   data->invocation = invocation;
-  data->key = shimwatch_manager_task_key (arg_namespace, arg_id);
+  data->key = shimwatch_task_key (arg_namespace, arg_id);
   data->namespace_ = g_strdup (arg_namespace);
   data->id = g_strdup (arg_id);
   data->bundle = g_strdup (arg_bundle);

@@ -24,6 +24,7 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-stdio.h"
+#include "shimwatch-task-object.h"
 
 /* a shim binary is run as root: only a containerd-shim-* from the configured runtime
  * directories, whatever a file on disk names */
@@ -228,7 +229,7 @@ static void
 load_record (ShimwatchManager *self,
              ShimwatchRecord  *record)
 {
-  g_autofree char *key = shimwatch_manager_task_key (record->namespace_, record->id);
+  g_autofree char *key = shimwatch_task_key (record->namespace_, record->id);
   g_autoptr(ShimwatchShim) shim = NULL;
 
   if (g_hash_table_contains (self->shims, key) || record->delete_emitted)
@@ -282,11 +283,11 @@ shimwatch_manager_load (ShimwatchManager *self)
           /* as a broken one: its task directory, if any, is cleaned as an orphan later */
           shimwatch_records_set_aside (self->records_dir, record->namespace_, record->id,
                                        error->message);
-          g_ptr_array_add (self->broken, shimwatch_manager_task_key (record->namespace_, record->id));
+          g_ptr_array_add (self->broken, shimwatch_task_key (record->namespace_, record->id));
           g_ptr_array_remove_index (self->records, i--);
           continue;
         }
-      g_hash_table_add (self->recorded, shimwatch_manager_task_key (record->namespace_, record->id));
+      g_hash_table_add (self->recorded, shimwatch_task_key (record->namespace_, record->id));
       load_record (self, record);
     }
   /* All the objects go on the bus at once, without an InterfacesAdded each: nobody can
@@ -349,7 +350,7 @@ shimwatch_manager_reach_shims (ShimwatchManager *self)
   for (guint i = 0; i < records->len; i++)
     {
       ShimwatchRecord *record = g_ptr_array_index (records, i);
-      g_autofree char *key = shimwatch_manager_task_key (record->namespace_, record->id);
+      g_autofree char *key = shimwatch_task_key (record->namespace_, record->id);
       g_autoptr(GError) error = NULL;
 
       if (!record->delete_emitted || g_hash_table_contains (self->shims, key))
@@ -372,7 +373,7 @@ shimwatch_manager_reach_shims (ShimwatchManager *self)
 
       while (tasks != NULL && (id = g_dir_read_name (tasks)) != NULL)
         {
-          g_autofree char *key = shimwatch_manager_task_key (ns, id);
+          g_autofree char *key = shimwatch_task_key (ns, id);
           g_autofree char *path = g_build_filename (ns_dir, id, NULL);
           g_autoptr(GError) error = NULL;
 

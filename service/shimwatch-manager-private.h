@@ -54,8 +54,6 @@ struct _ShimwatchManager
 /* shimwatch-manager.c */
 /* what every shim is built with */
 ShimwatchShimServices shimwatch_manager_shim_services (ShimwatchManager *self);
-char       *shimwatch_manager_task_key          (const char           *namespace_,
-                                                 const char           *id);
 char       *shimwatch_manager_task_dir_for      (ShimwatchManager     *self,
                                                  const char           *namespace_,
                                                  const char           *id);

@@ -32,13 +32,6 @@ G_DEFINE_TYPE_WITH_CODE (ShimwatchManager, shimwatch_manager, SHIMWATCH_DBUS_TYP
                                                 shimwatch_manager_iface_init))
 
 char *
-shimwatch_manager_task_key (const char *namespace_,
-                            const char *id)
-{
-  return g_strconcat (namespace_, "/", id, NULL);
-}
-
-char *
 shimwatch_manager_task_dir_for (ShimwatchManager *self,
                                 const char       *namespace_,
                                 const char       *id)
@@ -203,8 +196,8 @@ shimwatch_manager_shim_finished_cb (ShimwatchShim    *shim,
                                     ShimwatchManager *self)
 {
   g_autoptr(ShimwatchShim) keep G_GNUC_UNUSED = g_object_ref (shim);
-  g_autofree char *key = shimwatch_manager_task_key (shimwatch_shim_get_namespace (shim),
-                                                     shimwatch_shim_get_id (shim));
+  g_autofree char *key = shimwatch_task_key (shimwatch_shim_get_namespace (shim),
+                                             shimwatch_shim_get_id (shim));
 
   g_signal_handlers_disconnect_by_data (shim, self);
   /* after TaskDelete: InterfacesRemoved */
@@ -244,7 +237,7 @@ event_sender_check (const ShimwatchEvent      *event,
 
   if (event->container_id == NULL)
     return TRUE;
-  key = shimwatch_manager_task_key (event->namespace_, event->container_id);
+  key = shimwatch_task_key (event->namespace_, event->container_id);
   shim = g_hash_table_lookup (self->shims, key);
   if (shim == NULL || shimwatch_shim_is_shim_process (shim, peer->pid, peer->start_time))
     return TRUE;
@@ -264,7 +257,7 @@ event_cb (ShimwatchEventsServer *server,
 
   if (event->container_id == NULL)
     return;
-  key = shimwatch_manager_task_key (event->namespace_, event->container_id);
+  key = shimwatch_task_key (event->namespace_, event->container_id);
   shim = g_hash_table_lookup (self->shims, key);
   if (shim == NULL)
     {
@@ -316,7 +309,7 @@ handle_get_shim (ShimwatchDbusManager  *iface,
       g_dbus_method_invocation_return_gerror (invocation, error);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
-  key = shimwatch_manager_task_key (arg_namespace, arg_id);
+  key = shimwatch_task_key (arg_namespace, arg_id);
   shim = g_hash_table_lookup (self->shims, key);
   if ((shim == NULL || !shimwatch_shim_is_exported (shim)) && self->containerd != NULL)
     {
@@ -468,7 +461,7 @@ reap_authorized_cb (GObject      *source,
   g_autoptr(ReapData) data = user_data;
   ShimwatchManager *self = data->self;
   g_autoptr(GError) error = NULL;
-  g_autofree char *key = shimwatch_manager_task_key (data->namespace_, data->id);
+  g_autofree char *key = shimwatch_task_key (data->namespace_, data->id);
   ShimwatchShim *shim;
   GPtrArray *waiting;
 
