@@ -635,11 +635,13 @@ shimwatch_ttrpc_call_full_async (ShimwatchTtrpc          *self,
   data->deferred = (flags & SHIMWATCH_TTRPC_CALL_DEFERRED) != 0;
   self->next_stream_id += 2;
   g_task_set_task_data (task, data, (GDestroyNotify) call_data_free);
+  /* the deadline is kept where the answer is delivered: the caller's thread-default
+   * context, which is not the global default one in a thread of its own */
   if (timeout_ms > 0)
     {
       data->timeout_source = g_timeout_source_new (timeout_ms);
       g_source_set_callback (data->timeout_source, call_timeout_cb, task, NULL);
-      g_source_attach (data->timeout_source, NULL);
+      g_source_attach (data->timeout_source, g_task_get_context (task));
     }
 
   g_hash_table_insert (self->pending, GUINT_TO_POINTER (data->stream_id), g_object_ref (task));

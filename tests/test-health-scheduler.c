@@ -398,6 +398,58 @@ set_flag (gpointer data)
 }
 
 static void
+call_failed_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  GError **error = user_data;
+  g_autoptr(GBytes) reply = shimwatch_ttrpc_call_finish (SHIMWATCH_TTRPC (source), result,
+                                                         error);
+
+  g_assert_null (reply);
+  g_assert_nonnull (*error);
+}
+
+/* A call's deadline is kept in the main context the call was made in, as its answer is:
+ * a client in a context of its own (a thread's, pushed as thread-default) times out while
+ * only that context runs. Nothing here iterates the global default context, where the
+ * deadline used to be attached and never fired. */
+static void
+test_timeout_in_own_context (void)
+{
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  g_autoptr(GSource) guard = g_timeout_source_new_seconds (20);
+  g_autoptr(ShimwatchTtrpc) client = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean gave_up = FALSE;
+  int fds[2];
+
+  g_main_context_push_thread_default (context);
+  g_source_set_callback (guard, set_flag, &gave_up, NULL);
+  g_source_attach (guard, context);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  client = ttrpc_for_fd (fds[0]);
+  shimwatch_ttrpc_start (client);
+  /* the peer never answers */
+  shimwatch_ttrpc_call_async (client, "containerd.task.v2.Task", "Connect", NULL, "test", 100,
+                              call_failed_cb, &error);
+  while (error == NULL && !gave_up)
+    g_main_context_iteration (context, TRUE);
+  g_assert_error (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_DEADLINE_EXCEEDED);
+  /* the connection stays up: a late answer is only dropped */
+  g_assert_false (shimwatch_ttrpc_is_closed (client));
+
+  g_source_destroy (guard);
+  close (fds[1]);
+  while (!shimwatch_ttrpc_is_closed (client))
+    g_main_context_iteration (context, TRUE);
+  g_clear_object (&client);
+  while (g_main_context_iteration (context, FALSE))
+    ;
+  g_main_context_pop_thread_default (context);
+}
+
+static void
 run_for (guint ms)
 {
   gboolean over = FALSE;
@@ -455,6 +507,7 @@ main (int    argc,
   g_test_add_func ("/health-scheduler/unread-answer-in-time", test_unread_answer_in_time);
   g_test_add_func ("/health-scheduler/close-and-remove", test_close_and_remove);
   g_test_add_func ("/ttrpc/deferred-answer-wakes-nobody", test_deferred_answer_wakes_nobody);
+  g_test_add_func ("/ttrpc/timeout-in-own-context", test_timeout_in_own_context);
 
   return g_test_run ();
 }
