@@ -1048,16 +1048,13 @@ has_three_settled_and_idle (LedgerFixture *f)
   return g_atomic_int_get (&f->n_received) >= 3 && committer_idle (f);
 }
 
-/* While a task's record waits for its signal to be marked, nothing replaces it: the
- * records of the signals after it are written in turn, each before its signal is
- * marked, and every signal arrives with its record saying it was sent */
+/* the lifecycle of a dead shim's task, in order: for each signal the committer is told
+ * its record, then the signal goes out */
 static void
-test_committer_in_order (LedgerFixture *f,
-                         gconstpointer  data)
+expect_and_emit_all (LedgerFixture *f)
 {
   const char *members[] = { "ShimDisconnected", "TaskExit", "TaskDelete" };
 
-  shimwatch_commit_queue_set_held (f->queue, TRUE);
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
     {
       g_autoptr(GError) error = NULL;
@@ -1069,6 +1066,29 @@ test_committer_in_order (LedgerFixture *f,
       g_assert_no_error (error);
       emit_signal (f, members[i], LEDGER_SUBJECT);
     }
+}
+
+/* every signal arrived, in order, and found its record saying it was sent */
+static void
+assert_all_received_marked (LedgerFixture *f)
+{
+  g_mutex_lock (&f->lock);
+  g_assert_cmpuint (f->received->len, ==, 3);
+  g_assert_cmpstr (f->received->pdata[0], ==, "ShimDisconnected marked");
+  g_assert_cmpstr (f->received->pdata[1], ==, "TaskExit marked");
+  g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
+  g_mutex_unlock (&f->lock);
+}
+
+/* While a task's record waits for its signal to be marked, nothing replaces it: the
+ * records of the signals after it are written in turn, each before its signal is
+ * marked, and every signal arrives with its record saying it was sent */
+static void
+test_committer_in_order (LedgerFixture *f,
+                         gconstpointer  data)
+{
+  shimwatch_commit_queue_set_held (f->queue, TRUE);
+  expect_and_emit_all (f);
   /* one turn later: the first record is there, unsynced; the others wait for it */
   iterate (300, NULL, f);
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
@@ -1082,12 +1102,7 @@ test_committer_in_order (LedgerFixture *f,
   }
   shimwatch_commit_queue_set_held (f->queue, FALSE);
   g_assert_true (iterate (10000, has_three_settled_and_idle, f));
-  g_mutex_lock (&f->lock);
-  g_assert_cmpuint (f->received->len, ==, 3);
-  g_assert_cmpstr (f->received->pdata[0], ==, "ShimDisconnected marked");
-  g_assert_cmpstr (f->received->pdata[1], ==, "TaskExit marked");
-  g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
-  g_mutex_unlock (&f->lock);
+  assert_all_received_marked (f);
   {
     g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
 
@@ -1143,8 +1158,6 @@ static void
 test_committer_tmpfs_does_not_wait (LedgerFixture *f,
                                     gconstpointer  data)
 {
-  const char *members[] = { "ShimDisconnected", "TaskExit", "TaskDelete" };
-
   if (!shimwatch_commit_path_is_volatile (f->records_dir))
     {
       g_test_skip ("/dev/shm is not a tmpfs here");
@@ -1153,24 +1166,9 @@ test_committer_tmpfs_does_not_wait (LedgerFixture *f,
   g_assert_true (shimwatch_commit_queue_is_volatile (f->queue));
   g_assert_false (shimwatch_commit_path_is_volatile ("/proc"));
   shimwatch_commit_queue_set_held (f->queue, TRUE);
-  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
-    {
-      g_autoptr(GError) error = NULL;
-      ShimwatchRecord record = { 0 };
-
-      signal_record (&record, members[i]);
-      g_assert_true (shimwatch_record_committer_expect (f->committer, &record, LEDGER_SUBJECT,
-                                                        NULL, &error));
-      g_assert_no_error (error);
-      emit_signal (f, members[i], LEDGER_SUBJECT);
-    }
+  expect_and_emit_all (f);
   g_assert_true (iterate (10000, has_three_received, f));
-  g_mutex_lock (&f->lock);
-  g_assert_cmpuint (f->received->len, ==, 3);
-  g_assert_cmpstr (f->received->pdata[0], ==, "ShimDisconnected marked");
-  g_assert_cmpstr (f->received->pdata[1], ==, "TaskExit marked");
-  g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
-  g_mutex_unlock (&f->lock);
+  assert_all_received_marked (f);
 
   shimwatch_record_committer_remove (f->committer, "ns", "t1");
   g_assert_true (iterate (10000, committer_idle, f));
