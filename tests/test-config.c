@@ -41,6 +41,9 @@ assert_same_config (const ShimwatchConfig *a,
                                or_empty (b->containerd_namespaces)));
   g_assert_cmpuint (a->containerd_grace_ms, ==, b->containerd_grace_ms);
   g_assert_cmpstr (a->containerd_config, ==, b->containerd_config);
+  g_assert_cmpuint (a->task_log_max_size, ==, b->task_log_max_size);
+  g_assert_cmpuint (a->task_log_max_files, ==, b->task_log_max_files);
+  g_assert_cmpuint (a->task_log_retention_s, ==, b->task_log_retention_s);
 }
 
 /* "#Key=value" → "Key=value"; prose comments ("# text") stay comments */
@@ -124,6 +127,73 @@ test_example_uncommented (void)
   g_unlink (path);
 }
 
+/* a number out of its range is refused with an error that names the file, the key and the
+ * range, and the configuration is left as it was; each bound itself is accepted */
+static void
+test_out_of_range (void)
+{
+  static const struct {
+    const char *text;
+    const char *message;     /* after "<file>: " */
+  } cases[] = {
+    { "[Service]\nCleanupTimeout=0\n", "CleanupTimeout must be 1 to 600 seconds" },
+    { "[Service]\nCleanupTimeout=601\n", "CleanupTimeout must be 1 to 600 seconds" },
+    { "[Service]\nHealthInterval=-1\n", "HealthInterval must be 0 (off) to 3600 seconds" },
+    { "[Service]\nHealthInterval=3601\n", "HealthInterval must be 0 (off) to 3600 seconds" },
+    { "[Service]\nTaskLogMaxSize=65535\n",
+      "TaskLogMaxSize must be 65536 to 1073741824 bytes" },
+    { "[Service]\nTaskLogMaxSize=1073741825\n",
+      "TaskLogMaxSize must be 65536 to 1073741824 bytes" },
+    { "[Service]\nTaskLogMaxFiles=1\n", "TaskLogMaxFiles must be 2 to 64" },
+    { "[Service]\nTaskLogMaxFiles=65\n", "TaskLogMaxFiles must be 2 to 64" },
+    { "[Service]\nTaskLogRetention=-1\n",
+      "TaskLogRetention must be 0 to 31622400 seconds (366 days)" },
+    { "[Service]\nTaskLogRetention=31622401\n",
+      "TaskLogRetention must be 0 to 31622400 seconds (366 days)" },
+    { "[Containerd]\nGrace=-1\n", "[Containerd] Grace must be 0 to 600 seconds" },
+    { "[Containerd]\nGrace=601\n", "[Containerd] Grace must be 0 to 600 seconds" },
+  };
+  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  int fd;
+
+  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+      g_autofree char *expected = g_strdup_printf ("%s: %s", path, cases[i].message);
+
+      g_assert_true (g_file_set_contents (path, cases[i].text, -1, &error));
+      g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
+      g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+      g_assert_cmpstr (error->message, ==, expected);
+      g_clear_error (&error);
+      assert_same_config (config, defaults);
+    }
+
+  /* the bounds are in the range */
+  {
+    g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+
+    g_assert_true (g_file_set_contents (path, "[Service]\nCleanupTimeout=600\n"
+                                        "HealthInterval=3600\nTaskLogMaxSize=1073741824\n"
+                                        "TaskLogMaxFiles=64\nTaskLogRetention=31622400\n"
+                                        "[Containerd]\nGrace=600\n", -1, &error));
+    g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (config->cleanup_timeout_ms, ==, 600000);
+    g_assert_cmpuint (config->health_interval_ms, ==, 3600000);
+    g_assert_cmpuint (config->task_log_max_size, ==, G_GUINT64_CONSTANT (1) << 30);
+    g_assert_cmpuint (config->task_log_max_files, ==, 64);
+    g_assert_cmpuint (config->task_log_retention_s, ==, 31622400);
+    g_assert_cmpuint (config->containerd_grace_ms, ==, 600000);
+  }
+  g_unlink (path);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -133,5 +203,6 @@ main (int    argc,
   g_assert_nonnull (example_path);
   g_test_add_func ("/config/example/as-shipped", test_example_as_shipped);
   g_test_add_func ("/config/example/uncommented", test_example_uncommented);
+  g_test_add_func ("/config/out-of-range", test_out_of_range);
   return g_test_run ();
 }
