@@ -115,6 +115,32 @@ absolute_dir (const char  *key,
   return FALSE;
 }
 
+/* @value of @key, when the file sets it, lies in @min..@max; else an error that names the
+ * file, the key and its range (@unit after the numbers: " seconds", or "") */
+static gboolean
+check_range (GKeyFile    *file,
+             const char  *path,
+             const char  *group,
+             const char  *key,
+             gint64       value,
+             gint64       min,
+             gint64       max,
+             const char  *unit,
+             GError     **error)
+{
+  g_autofree char *section = NULL;
+
+  if (!g_key_file_has_key (file, group, key, NULL) || (value >= min && value <= max))
+    return TRUE;
+  /* keys of the main group go by their name alone */
+  section = g_str_equal (group, SHIMWATCH_CONFIG_GROUP) ? g_strdup ("")
+                                                        : g_strdup_printf ("[%s] ", group);
+  g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+               "%s: %s%s must be %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT "%s", path, section,
+               key, min, max, unit);
+  return FALSE;
+}
+
 /* the closest known key, for a typo: at most a third of its letters wrong */
 static const char *
 closest_key (const char         *key,
@@ -255,12 +281,8 @@ load_containerd_group (ShimwatchConfig  *config,
                      "%s: [Containerd] Namespaces has an empty entry (entry %u)", path, i + 1);
         return FALSE;
       }
-  if (g_key_file_has_key (file, group, "Grace", NULL) && (grace < 0 || grace > 600))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: [Containerd] Grace must be 0 to 600 seconds", path);
-      return FALSE;
-    }
+  if (!check_range (file, path, group, "Grace", grace, 0, 600, " seconds", error))
+    return FALSE;
 
   config->containerd_enable = enable;
   if (state_dir != NULL)
@@ -377,13 +399,9 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
       g_free (runtime_path[i]);
       runtime_path[i] = canonical;
     }
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "CleanupTimeout", NULL) &&
-      (timeout < 1 || timeout > 600))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: CleanupTimeout must be 1 to 600 seconds", path);
-      return FALSE;
-    }
+  if (!check_range (file, path, SHIMWATCH_CONFIG_GROUP, "CleanupTimeout", timeout, 1, 600,
+                    " seconds", error))
+    return FALSE;
   /* "auto": the default, from the number of CPUs */
   if (concurrency_text != NULL)
     {
@@ -398,35 +416,15 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
         }
     }
 
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "HealthInterval", NULL) &&
-      (health < 0 || health > 3600))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: HealthInterval must be 0 (off) to 3600 seconds", path);
-      return FALSE;
-    }
-
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxSize", NULL) &&
-      (log_size < 65536 || log_size > G_GINT64_CONSTANT (1) << 30))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: TaskLogMaxSize must be 65536 to 1073741824 bytes", path);
-      return FALSE;
-    }
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxFiles", NULL) &&
-      (log_files < 2 || log_files > 64))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: TaskLogMaxFiles must be 2 to 64", path);
-      return FALSE;
-    }
-  if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogRetention", NULL) &&
-      (log_retention < 0 || log_retention > 366 * 24 * 3600))
-    {
-      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-                   "%s: TaskLogRetention must be 0 to 31622400 seconds (366 days)", path);
-      return FALSE;
-    }
+  if (!check_range (file, path, SHIMWATCH_CONFIG_GROUP, "HealthInterval", health, 0, 3600,
+                    " seconds (0: off)", error) ||
+      !check_range (file, path, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxSize", log_size, 65536,
+                    G_GINT64_CONSTANT (1) << 30, " bytes", error) ||
+      !check_range (file, path, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxFiles", log_files, 2, 64, "",
+                    error) ||
+      !check_range (file, path, SHIMWATCH_CONFIG_GROUP, "TaskLogRetention", log_retention, 0,
+                    366 * 24 * 3600, " seconds (366 days)", error))
+    return FALSE;
   if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxSize", NULL))
     config->task_log_max_size = (guint64) log_size;
   if (g_key_file_has_key (file, SHIMWATCH_CONFIG_GROUP, "TaskLogMaxFiles", NULL))

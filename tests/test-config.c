@@ -138,8 +138,8 @@ test_out_of_range (void)
   } cases[] = {
     { "[Service]\nCleanupTimeout=0\n", "CleanupTimeout must be 1 to 600 seconds" },
     { "[Service]\nCleanupTimeout=601\n", "CleanupTimeout must be 1 to 600 seconds" },
-    { "[Service]\nHealthInterval=-1\n", "HealthInterval must be 0 (off) to 3600 seconds" },
-    { "[Service]\nHealthInterval=3601\n", "HealthInterval must be 0 (off) to 3600 seconds" },
+    { "[Service]\nHealthInterval=-1\n", "HealthInterval must be 0 to 3600 seconds (0: off)" },
+    { "[Service]\nHealthInterval=3601\n", "HealthInterval must be 0 to 3600 seconds (0: off)" },
     { "[Service]\nTaskLogMaxSize=65535\n",
       "TaskLogMaxSize must be 65536 to 1073741824 bytes" },
     { "[Service]\nTaskLogMaxSize=1073741825\n",
