@@ -521,8 +521,9 @@ class Shimwatch:
                                                               NAMESPACE, task_id))
             left["task dirs"] += os.path.exists(os.path.join(self.runtime_dir, "tasks",
                                                              NAMESPACE, task_id))
-            left["records"] += os.path.exists(os.path.join(self.runtime_dir, "records",
-                                                           NAMESPACE, task_id + ".json"))
+            for suffix in (".json", ".marks"):      # the record and its signal marks
+                left["records"] += os.path.exists(os.path.join(self.runtime_dir, "records",
+                                                               NAMESPACE, task_id + suffix))
             address = p["Address"][len("unix://"):]
             left["sockets"] += bool(address) and os.path.lexists(address)
             left["cgroups"] += bool(p["CgroupPath"]) and cgroup_exists(p["CgroupPath"])

@@ -6,6 +6,7 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-record-committer.h"
+#include "shimwatch-shim-state.h"
 
 typedef enum {
   OP_SAVE,
@@ -21,7 +22,10 @@ typedef struct {
   OpKind                    kind;
   ShimwatchRecordCommitter *committer;   /* NULL once the committer is gone */
   PathState                *state;
-  GBytes                   *bytes;       /* OP_SAVE, OP_SIGNAL: the encoded record */
+  GBytes                   *bytes;       /* OP_SAVE: the encoded record */
+  ShimwatchMarksFile       *marks;       /* OP_SIGNAL: the task's marks, NULL if unusable */
+  guint                     slot;        /* OP_SIGNAL: the signal's, and its pending mark */
+  ShimwatchMark             mark;
   char                     *member;      /* OP_SIGNAL */
   char                     *subject;
   char                     *crash_point;
@@ -48,14 +52,59 @@ struct _ShimwatchRecordCommitter
   ShimwatchCommitQueue  *queue;
   GDBusConnection       *connection;
   GHashTable            *states;          /* key -> PathState */
+  GHashTable            *marks;           /* key -> TaskMarks: the tasks known this run */
   GHashTable            *unsettled;       /* Op: signals the ledger has not settled */
   GPtrArray             *flush_waiting;   /* PathState: removals the running flush covers */
   GPtrArray             *flush_next;      /* PathState: removals for the next flush */
   gboolean               flush_running;
 };
 
+/* a task's marks file, mapped from its first record (or mark) to its removal */
+typedef struct {
+  ShimwatchMarksFile *file;
+  gboolean            has_record;    /* its JSON record is there (or on its way) */
+} TaskMarks;
+
 static void run (ShimwatchRecordCommitter *self,
                  PathState                *state);
+
+static void
+task_marks_free (TaskMarks *marks)
+{
+  shimwatch_marks_file_unref (marks->file);
+  g_free (marks);
+}
+
+/* NULL (logged) when the file cannot be made: the task's signals then go out unmarked,
+ * and a restart sends them again */
+static TaskMarks *
+get_marks (ShimwatchRecordCommitter *self,
+           PathState                *state)
+{
+  TaskMarks *marks = g_hash_table_lookup (self->marks, state->key);
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchMarksFile *file;
+
+  if (marks != NULL)
+    return marks;
+  path = shimwatch_marks_path (self->records_dir, state->namespace_, state->id);
+  file = shimwatch_marks_file_open (path, self->queue, &error);
+  if (file == NULL)
+    {
+      ShimwatchLogTask task = { .namespace_ = state->namespace_, .id = state->id,
+                                .event = "record" };
+
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, &task, "cannot make signal marks: %s",
+                          error->message);
+      return NULL;
+    }
+  marks = g_new0 (TaskMarks, 1);
+  marks->file = file;
+  marks->has_record = g_file_test (state->path, G_FILE_TEST_EXISTS);
+  g_hash_table_insert (self->marks, g_strdup (state->key), marks);
+  return marks;
+}
 
 static Op *
 op_new (OpKind     kind,
@@ -82,6 +131,7 @@ op_unref (Op *op)
   if (op == NULL || !g_atomic_ref_count_dec (&op->ref_count))
     return;
   g_clear_pointer (&op->bytes, g_bytes_unref);
+  g_clear_pointer (&op->marks, shimwatch_marks_file_unref);
   g_free (op->member);
   g_free (op->subject);
   g_free (op->crash_point);
@@ -159,6 +209,8 @@ remove_now (ShimwatchRecordCommitter *self,
   else if (!shimwatch_records_remove_queued (self->records_dir, state->namespace_, state->id,
                                              self->queue, &error))
     log_record (state, error->message);
+  /* a record kept stays on disk for the next start; this run is done with the task */
+  g_hash_table_remove (self->marks, state->key);
 }
 
 static void
@@ -257,7 +309,7 @@ run (ShimwatchRecordCommitter *self,
           {
             Op *next = g_queue_peek_head (&state->ops);
 
-            if (next != NULL && next->kind != OP_REMOVE)
+            if (next != NULL && next->kind == OP_SAVE)
               break;
           }
           if (!shimwatch_records_write_encoded (state->path, op->bytes, self->queue, &error))
@@ -271,18 +323,14 @@ run (ShimwatchRecordCommitter *self,
 
         case OP_SIGNAL:
           {
+            /* a few stores into the mapped marks: no encoding, no file written */
             ShimwatchRecordCommit *commit =
-              shimwatch_records_prepare_encoded (state->path, op->bytes, self->queue, &error);
+              op->marks != NULL ? shimwatch_records_prepare_mark (op->marks, op->slot, &op->mark,
+                                                                  self->queue)
+                                : NULL;
             gboolean written = commit != NULL;
 
-            if (!written)
-              {
-                g_autofree char *text = g_strdup_printf ("cannot write task record: %s",
-                                                         error->message);
-
-                log_record (state, text);
-              }
-            /* NULL: the signal goes out unmarked. The ledger frees a record whose signal
+            /* NULL: the signal goes out unmarked. The ledger frees a mark whose signal
              * was settled before (no bus): it stays "not sent" */
             shimwatch_signal_ledger_set_commit (self->ledger, op->member, op->subject,
                                                 commit);
@@ -324,16 +372,29 @@ submit (ShimwatchRecordCommitter *self,
   run (self, state);
 }
 
+static void
+submit_save (ShimwatchRecordCommitter *self,
+             PathState                *state,
+             const ShimwatchRecord    *record)
+{
+  TaskMarks *marks = get_marks (self, state);
+  ShimwatchRecord copy = *record;
+  Op *op = op_new (OP_SAVE, state);
+
+  /* it includes every mark so far: a restart lays only later ones over it */
+  copy.marks_seq = marks != NULL ? shimwatch_marks_file_last_seq (marks->file) : 0;
+  op->bytes = shimwatch_wire_encode_record (&copy);
+  if (marks != NULL)
+    marks->has_record = TRUE;
+  submit (self, state, op);
+}
+
 gboolean
 shimwatch_record_committer_save (ShimwatchRecordCommitter  *self,
                                  const ShimwatchRecord     *record,
                                  GError                   **error)
 {
-  PathState *state = get_state (self, record->namespace_, record->id);
-  Op *op = op_new (OP_SAVE, state);
-
-  op->bytes = shimwatch_wire_encode_record (record);
-  submit (self, state, op);
+  submit_save (self, get_state (self, record->namespace_, record->id), record);
   return TRUE;
 }
 
@@ -344,14 +405,41 @@ shimwatch_record_committer_expect (ShimwatchRecordCommitter  *self,
                                    const char                *crash_point,
                                    GError                   **error)
 {
+  ShimwatchLifecycleSignal signal;
   PathState *state;
+  TaskMarks *marks;
   Op *op;
 
   g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, FALSE);
+  signal = shimwatch_lifecycle_signal_from_member (record->pending_signal);
+  g_return_val_if_fail (signal != SHIMWATCH_LIFECYCLE_SIGNAL_NONE, FALSE);
 
   state = get_state (self, record->namespace_, record->id);
   op = op_new (OP_SIGNAL, state);
-  op->bytes = shimwatch_wire_encode_record (record);
+  marks = get_marks (self, state);
+  if (marks != NULL)
+    {
+      guint64 seq = shimwatch_marks_file_next_seq (marks->file);
+
+      op->marks = shimwatch_marks_file_ref (marks->file);
+      op->slot = shimwatch_lifecycle_signal_to_slot (signal);
+      /* the mark carries what changed with the signal (status, exit); the record itself
+       * is written only when there is none yet, or the mark cannot say it all */
+      if (!shimwatch_mark_from_record (&op->mark, record, SHIMWATCH_MARK_PENDING, seq) ||
+          !marks->has_record)
+        {
+          ShimwatchRecord unmarked = *record;
+          Op *save = op_new (OP_SAVE, state);
+
+          /* without the signal: that is the mark's to say */
+          *shimwatch_lifecycle_signal_record_flag (signal, &unmarked) = FALSE;
+          unmarked.pending_signal = NULL;
+          unmarked.marks_seq = seq - 1;
+          save->bytes = shimwatch_wire_encode_record (&unmarked);
+          marks->has_record = TRUE;
+          submit (self, state, save);
+        }
+    }
   op->member = g_strdup (record->pending_signal);
   op->subject = g_strdup (subject);
   op->crash_point = g_strdup (crash_point);
@@ -440,6 +528,8 @@ shimwatch_record_committer_new (const char            *records_dir,
     }
   self->states = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                         (GDestroyNotify) path_state_free);
+  self->marks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify) task_marks_free);
   self->unsettled = g_hash_table_new (NULL, NULL);
   self->flush_waiting = g_ptr_array_new ();
   self->flush_next = g_ptr_array_new ();
@@ -463,6 +553,7 @@ shimwatch_record_committer_free (ShimwatchRecordCommitter *self)
     ((Op *) op)->committer = NULL;
   g_hash_table_unref (self->unsettled);
   g_hash_table_unref (self->states);
+  g_hash_table_unref (self->marks);
   g_ptr_array_unref (self->flush_waiting);
   g_ptr_array_unref (self->flush_next);
   shimwatch_commit_queue_free (self->queue);

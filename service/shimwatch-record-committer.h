@@ -5,17 +5,20 @@
  *
  * A record is written (and renamed into place) when asked, and made durable by the
  * group commit with everything else written in the same turn of the main loop
- * (shimwatch-commit-queue.h). A record that goes with a signal (its flag set ahead of
- * time, marked "not sent") is handed to the signal ledger, whose filter marks it sent
- * right before the signal is written to the bus (shimwatch-signal-ledger.h).
+ * (shimwatch-commit-queue.h). A signal's mark (its slot in the task's marks file, see
+ * shimwatch-marks.h: "pending", with the status and exit that go with it) is written in
+ * place, and handed to the signal ledger, whose filter marks it sent right before the
+ * signal is written to the bus (shimwatch-signal-ledger.h). The record itself is not
+ * written for a signal, unless the task has none yet or the mark cannot hold what
+ * changed; each record names the last mark it includes.
  *
- * One rule keeps that exact: while a task's record waits for its signal to be marked,
- * nothing replaces it. A record written over it would either claim the signal (lost if
- * the service dies before the signal goes out) or drop it (sent twice). So what a task
- * asks for meanwhile (a newer record, another signal's record, the removal) waits, in
- * order, until the signal is settled; of several plain writes only the newest is made.
- * Waiting is for the record only: the signal itself is emitted at once, and the ledger's
- * filter holds it until its record is there.
+ * One rule keeps that exact: while a task's mark waits for its signal, nothing replaces
+ * it. A record written over it would either claim the signal (lost if the service dies
+ * before the signal goes out) or drop it (sent twice). So what a task asks for meanwhile
+ * (a newer record, another signal's mark, the removal) waits, in order, until the signal
+ * is settled; of several plain writes only the newest is made. Waiting is for the files
+ * only: the signal itself is emitted at once, and the ledger's filter holds it until its
+ * mark is there.
  *
  * The removal of a record after TaskDelete waits until that signal is really written
  * (a flush of the connection); if the signal never went out the record stays, so the

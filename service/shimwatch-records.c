@@ -13,6 +13,7 @@
 
 #include "shimwatch-commit-queue.h"
 #include "shimwatch-file.h"
+#include "shimwatch-marks.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim-state.h"
 
@@ -167,115 +168,50 @@ shimwatch_records_write (const char             *records_dir,
 
 struct _ShimwatchRecordCommit
 {
-  char          *path;
-  guint8        *map;         /* the whole record file, MAP_SHARED */
-  gsize          size;
-  volatile char *mark;        /* in map: the digit of "pending_sent" */
-  ShimwatchCommitTicket *ticket;   /* NULL: written durably before it was mapped */
+  ShimwatchMarksFile    *marks;
+  volatile guint8       *mark;     /* in the marks file's page: the slot's state byte */
+  ShimwatchCommitTicket *ticket;   /* NULL: durable when prepared */
 };
 
-/* the offset of the digit of the record's last member, "pending_sent", or -1 */
-static gssize
-find_mark (const char *text,
-           gsize       size)
+static void
+marks_sync_job (gpointer data)
 {
-  const char *key = g_strrstr_len (text, (gssize) size, "\"pending_sent\"");
-  const char *end = text + size;
-  const char *p;
+  g_autoptr(GError) error = NULL;
 
-  if (key == NULL)
-    return -1;
-  p = key + strlen ("\"pending_sent\"");
-  while (p < end && (*p == ' ' || *p == ':'))
-    p++;
-  if (p >= end || *p != '0' || (p + 1 < end && g_ascii_isdigit (p[1])))
-    return -1;
-  return p - text;
+  if (!shimwatch_marks_file_sync (data, &error))
+    g_warning ("a pending mark may not survive a crash of the machine: %s", error->message);
 }
 
 ShimwatchRecordCommit *
-shimwatch_records_prepare (const char             *records_dir,
-                           const ShimwatchRecord  *record,
-                           ShimwatchCommitQueue   *queue,
-                           GError                **error)
+shimwatch_records_prepare_mark (ShimwatchMarksFile   *marks,
+                                guint                 slot,
+                                const ShimwatchMark  *mark,
+                                ShimwatchCommitQueue *queue)
 {
-  g_autofree char *path = shimwatch_records_path (records_dir, record->namespace_, record->id);
-  g_autoptr(GBytes) bytes = NULL;
+  ShimwatchRecordCommit *commit = g_new0 (ShimwatchRecordCommit, 1);
 
-  g_return_val_if_fail (record->pending_signal != NULL && !record->pending_sent, NULL);
+  g_return_val_if_fail (mark->state == SHIMWATCH_MARK_PENDING, NULL);
 
-  bytes = shimwatch_wire_encode_record (record);
-  return shimwatch_records_prepare_encoded (path, bytes, queue, error);
-}
+  commit->marks = shimwatch_marks_file_ref (marks);
+  /* a few stores into the mapped page: this also takes the page fault (and, on a disk
+   * file system, the journal handle) now, not between the mark and the signal */
+  shimwatch_marks_file_write (marks, slot, mark);
+  commit->mark = shimwatch_marks_file_state (marks, slot);
+  if (queue == NULL)
+    {
+      g_autoptr(GError) error = NULL;
 
-ShimwatchRecordCommit *
-shimwatch_records_prepare_encoded (const char            *path_,
-                                   GBytes                *bytes,
-                                   ShimwatchCommitQueue  *queue,
-                                   GError               **error)
-{
-  g_autofree char *path = g_strdup (path_);
-  g_autoptr(ShimwatchCommitTicket) ticket = NULL;
-  g_autoptr(ShimwatchRecordCommit) commit = NULL;
-  struct stat st;
-  gsize size;
-  const char *text;
-  gssize offset;
-  int saved_errno;
-  int fd;
-
-  text = g_bytes_get_data (bytes, &size);
-  offset = find_mark (text, size);
-  if (offset < 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
-                   "the encoded record %s has no \"pending_sent\" digit", path);
-      return NULL;
+      if (!shimwatch_marks_file_sync (marks, &error))
+        g_warning ("a pending mark may not survive a crash of the machine: %s", error->message);
     }
-  if (queue != NULL)
+  else if (!shimwatch_commit_queue_is_volatile (queue))
     {
-      fd = write_queued (path, bytes, queue, &ticket, error);
-      if (fd < 0)
-        return NULL;
+      /* the msync runs with the turn's batch, before its tickets settle */
+      shimwatch_commit_queue_add_job (queue, marks_sync_job, shimwatch_marks_file_ref (marks),
+                                      (GDestroyNotify) shimwatch_marks_file_unref);
+      commit->ticket = shimwatch_commit_queue_add (queue, -1, NULL, NULL, NULL);
     }
-  else
-    {
-      if (!write_atomically (path, bytes, error))
-        return NULL;
-      /* the main thread is the only writer of records, so this is the file just written */
-      fd = open (path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    }
-  if (fd < 0 || fstat (fd, &st) != 0)
-    goto fail;
-  if ((gsize) st.st_size != size)
-    {
-      errno = ESTALE;
-      goto fail;
-    }
-  commit = g_new0 (ShimwatchRecordCommit, 1);
-  commit->map = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (commit->map == MAP_FAILED)
-    {
-      commit->map = NULL;
-      goto fail;
-    }
-  close (fd);
-  commit->size = size;
-  commit->ticket = g_steal_pointer (&ticket);
-  commit->path = g_steal_pointer (&path);
-  commit->mark = (volatile char *) commit->map + offset;
-  /* write the page now, so that the commit's store takes no page fault (and, on a disk
-   * file system, starts no journal handle) between the mark and the signal */
-  *commit->mark = '0';
-  return g_steal_pointer (&commit);
-
-fail:
-  saved_errno = errno;
-  if (fd >= 0)
-    close (fd);
-  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot map %s: %s",
-               path, g_strerror (saved_errno));
-  return NULL;
+  return commit;
 }
 
 /* one store to memory: no syscall, no lock, nothing to fail. A SIGKILL right after it
@@ -283,7 +219,7 @@ fail:
 void
 shimwatch_records_commit (ShimwatchRecordCommit *commit)
 {
-  *commit->mark = '1';
+  *commit->mark = SHIMWATCH_MARK_SENT;
 }
 
 gboolean
@@ -301,8 +237,7 @@ commit_sync_job (gpointer data)
   g_autoptr(GError) error = NULL;
 
   if (!shimwatch_records_commit_sync (commit, &error))
-    g_warning ("the sent mark of %s may not survive a crash of the machine: %s",
-               commit->path, error->message);
+    g_warning ("the sent mark may not survive a crash of the machine: %s", error->message);
 }
 
 void
@@ -323,15 +258,7 @@ gboolean
 shimwatch_records_commit_sync (ShimwatchRecordCommit  *commit,
                                GError                **error)
 {
-  if (msync (commit->map, commit->size, MS_SYNC) != 0)
-    {
-      int saved_errno = errno;
-
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "msync %s: %s",
-                   commit->path, g_strerror (saved_errno));
-      return FALSE;
-    }
-  return TRUE;
+  return shimwatch_marks_file_sync (commit->marks, error);
 }
 
 void
@@ -339,10 +266,8 @@ shimwatch_record_commit_free (ShimwatchRecordCommit *commit)
 {
   if (commit == NULL)
     return;
-  if (commit->map != NULL)
-    munmap (commit->map, commit->size);
+  g_clear_pointer (&commit->marks, shimwatch_marks_file_unref);
   g_clear_pointer (&commit->ticket, shimwatch_commit_ticket_unref);
-  g_free (commit->path);
   g_free (commit);
 }
 
@@ -369,9 +294,11 @@ shimwatch_records_remove_queued (const char            *records_dir,
                                  GError               **error)
 {
   g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
+  g_autofree char *marks = shimwatch_marks_path (records_dir, namespace_, id);
   g_autofree char *dir = g_path_get_dirname (path);
 
-  if (!unlink_record (path, error))
+  /* the marks first: marks without their record are removed at the next start */
+  if (!unlink_record (marks, error) || !unlink_record (path, error))
     return FALSE;
   /* the namespace goes with its last record: then the top directory changed */
   shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, -1,
@@ -387,9 +314,10 @@ shimwatch_records_remove (const char  *records_dir,
                           GError     **error)
 {
   g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
+  g_autofree char *marks = shimwatch_marks_path (records_dir, namespace_, id);
   g_autofree char *dir = g_path_get_dirname (path);
 
-  if (!unlink_record (path, error))
+  if (!unlink_record (marks, error) || !unlink_record (path, error))
     return FALSE;
   g_rmdir (dir);      /* the namespace goes with its last record */
   return fsync_dir (records_dir, NULL) || TRUE;
@@ -418,6 +346,46 @@ shimwatch_records_set_aside (const char *records_dir,
   g_autofree char *path = shimwatch_records_path (records_dir, namespace_, id);
 
   move_aside (path, reason);
+}
+
+/* the signal marks newer than @record, laid over it. Marks that cannot be read are
+ * moved aside: the record alone counts (a signal it does not say was sent is sent again) */
+static void
+load_marks (int              dir_fd,
+            const char      *ns_dir,
+            const char      *id,
+            ShimwatchRecord *record)
+{
+  g_autofree char *name = g_strconcat (id, ".marks", NULL);
+  g_autofree char *path = g_build_filename (ns_dir, name, NULL);
+  g_autoptr(GString) broken = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *contents = NULL;
+  ShimwatchMark marks[SHIMWATCH_MARKS_N_SLOTS];
+  gsize length;
+
+  contents = shimwatch_read_regular_file_at (dir_fd, name, SHIMWATCH_MARKS_SIZE,
+                                             SHIMWATCH_FILE_NONE, &length, NULL, &error);
+  if (contents == NULL && g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+    return;
+  if (contents == NULL ||
+      !shimwatch_marks_decode ((const guint8 *) contents, length, marks, broken, &error))
+    {
+      g_autofree char *aside = g_strdup_printf ("%s.broken-%" G_GINT64_FORMAT, path,
+                                                g_get_real_time () / G_USEC_PER_SEC);
+
+      if (g_rename (path, aside) == 0)
+        g_warning ("signal marks %s are broken (%s); moved aside to %s, the task record alone "
+                   "counts", path, error->message, aside);
+      else
+        g_warning ("signal marks %s are broken (%s) and cannot be moved aside: %s", path,
+                   error->message, g_strerror (errno));
+      return;
+    }
+  if (broken->len > 0)
+    g_warning ("signal marks %s: broken slots ignored (%s), the task record counts for them",
+               path, broken->str);
+  shimwatch_marks_apply (record, marks);
 }
 
 GPtrArray *
@@ -453,6 +421,17 @@ shimwatch_records_load (const char *records_dir,
           ShimwatchRecord *record;
           gsize length;
 
+          if (g_str_has_suffix (name, ".marks"))
+            {
+              /* marks whose record is gone (the service died between the two unlinks) */
+              g_autofree char *json = g_strndup (name, strlen (name) - strlen (".marks"));
+              g_autofree char *json_name = g_strconcat (json, ".json", NULL);
+
+              if (faccessat (dir_fd, json_name, F_OK, AT_SYMLINK_NOFOLLOW) != 0 &&
+                  errno == ENOENT && g_unlink (path) == 0)
+                g_debug ("removed %s, the marks of a record that is gone", path);
+              continue;
+            }
           if (!g_str_has_suffix (name, ".json"))
             {
               /* the temp file of a write the service was killed in: the record it would
@@ -491,8 +470,10 @@ shimwatch_records_load (const char *records_dir,
                 g_ptr_array_add (broken_keys, g_strconcat (ns, "/", id, NULL));
               continue;
             }
-          /* its signal never went out: the flag it set ahead of time does not hold */
+          /* (a record from before the marks file) its signal never went out: the flag it set ahead of time
+           * does not hold */
           shimwatch_lifecycle_signal_undo_unsent (record);
+          load_marks (dir_fd, ns_dir, id, record);
           g_ptr_array_add (records, record);
         }
       close (dir_fd);

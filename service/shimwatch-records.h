@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Task records: <runtime dir>/records/<namespace>/<id>.json, written atomically (temp
- * file, fsync, rename, fsync of the directory) at every change a restarted service needs
- * to know about, removed when the task is completely gone. A record that does not parse
+ * file, fsync, rename, fsync of the directory) when what a restarted service needs to
+ * know of the task changes, removed when the task is completely gone. Beside each, its
+ * signal marks, <id>.marks (shimwatch-marks.h), changed in place at every lifecycle
+ * signal; the record is read with its marks laid over it. A record that does not parse
  * is moved aside (<id>.json.broken-<time>) with a log line, never dropped silently.
  */
 #pragma once
@@ -10,6 +12,7 @@
 #include <glib.h>
 
 #include "shimwatch-commit-queue.h"
+#include "shimwatch-marks.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
@@ -27,27 +30,24 @@ gboolean   shimwatch_records_write_encoded (const char           *path,
                                             ShimwatchCommitQueue *queue,
                                             GError              **error);
 
-/* A record that must change at the very moment something else happens (a signal goes
- * out). @record names the signal in pending_signal and sets its flag ahead of time.
- * prepare() writes it like shimwatch_records_write(), with "pending_sent": 0, and maps
- * it; commit() turns that digit into 1 with a single store to the mapped page: no
- * syscall, nothing to fail, callable from any thread. shimwatch_records_load() takes
- * the flag of a pending signal not sent for unset. commit_sync() makes the mark survive
- * a crash of the machine (the service's own death never loses it); free() unmaps.
- * With a @queue, prepare() writes and renames at once and leaves the syncs to the group
- * commit: commit_wait() (any thread but the main one) waits until they are done;
- * commit_sync_later() has the commit thread sync the mark, then frees the commit (at once
- * with a volatile @queue: nothing to sync). */
+/* A signal's mark, which must change at the very moment the signal goes out.
+ * prepare_mark() writes @mark (pending: the record's flag of the signal does not hold
+ * yet) into @slot of the task's mapped marks file (shimwatch-marks.h); commit() marks it
+ * sent with a single store to the mapped page: no syscall, nothing to fail, callable from
+ * any thread. shimwatch_records_load() lays the marks over the record: the flag of a
+ * signal holds only if its mark says sent. commit_sync() makes the mark survive a crash
+ * of the machine (the service's own death never loses it); free() lets the file go.
+ * With a @queue, prepare_mark() leaves the msync of the pending mark to the group
+ * commit: commit_wait() (any thread but the main one) waits until it is done (at once on
+ * a volatile @queue); commit_sync_later() has the commit thread sync the sent mark, then
+ * frees the commit (at once with a volatile @queue: nothing to sync). Without a @queue,
+ * prepare_mark() syncs at once. */
 typedef struct _ShimwatchRecordCommit ShimwatchRecordCommit;
 
-ShimwatchRecordCommit *shimwatch_records_prepare     (const char            *records_dir,
-                                                      const ShimwatchRecord *record,
-                                                      ShimwatchCommitQueue  *queue,
-                                                      GError               **error);
-ShimwatchRecordCommit *shimwatch_records_prepare_encoded (const char           *path,
-                                                          GBytes               *bytes,
-                                                          ShimwatchCommitQueue *queue,
-                                                          GError              **error);
+ShimwatchRecordCommit *shimwatch_records_prepare_mark (ShimwatchMarksFile   *marks,
+                                                       guint                 slot,
+                                                       const ShimwatchMark  *mark,
+                                                       ShimwatchCommitQueue *queue);
 void                   shimwatch_records_commit      (ShimwatchRecordCommit *commit);
 gboolean               shimwatch_records_commit_sync (ShimwatchRecordCommit *commit,
                                                       GError               **error);
@@ -73,8 +73,10 @@ void       shimwatch_records_set_aside (const char         *records_dir,
                                         const char         *namespace_,
                                         const char         *id,
                                         const char         *reason);
-/* every readable record (a regular file of at most 64 KiB), flags of pending signals not sent unset; broken ones are moved aside and their "ns/id" (when the file
- * name tells it) added to broken_keys */
+/* every readable record (a regular file of at most 64 KiB) with its marks laid over it
+ * (flags of signals not marked sent unset; marks that cannot be read moved aside, logged);
+ * broken records are moved aside and their "ns/id" (when the file name tells it) added to
+ * broken_keys; marks without a record are removed */
 GPtrArray *shimwatch_records_load   (const char            *records_dir,
                                      GPtrArray             *broken_keys);
 

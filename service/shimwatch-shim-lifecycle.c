@@ -138,16 +138,18 @@ shimwatch_shim_save (ShimwatchShim *self)
                         error->message);
 }
 
-/* Exactly once across restarts, even a SIGKILL of the service: the record says a signal
- * was sent if and only if it reached the bus. Right before the signal is emitted,
- * before_signal() hands the record, the signal's flag already set but marked "not
- * sent", to the record committer; the signal ledger's filter holds the signal until
- * that record is written and durable, and marks it sent in the very thread that writes
- * the signal to the bus, right before it does (see shimwatch-signal-ledger.h and
- * shimwatch-record-committer.h). Nothing on the main thread waits for the disk or the
- * bus: @settled_point is reached once the ledger has settled the signal. A restarted
- * service takes a flag whose signal is not marked sent for unset. A record that cannot
- * be written leaves the old one, logged. */
+/* Exactly once across restarts, even a SIGKILL of the service: the task's marks say a
+ * signal was sent if and only if it reached the bus. Right before the signal is emitted,
+ * before_signal() hands the record as it is to be, the signal's flag already set, to
+ * the record committer, which writes the signal's mark ("pending", with the status and
+ * exit that go with it) into the task's mapped marks file, without writing the record;
+ * the signal ledger's filter holds the signal until that mark is durable, and marks it
+ * sent in the very thread that writes the signal to the bus, right before it does (see
+ * shimwatch-signal-ledger.h, shimwatch-record-committer.h and shimwatch-marks.h).
+ * Nothing on the main thread waits for the disk or the bus: @settled_point is reached
+ * once the ledger has settled the signal. A restarted service takes a flag whose mark
+ * does not say sent for unset. Marks that cannot be made are logged: the signal goes
+ * out unmarked, and a restart sends it again. */
 static void
 before_signal (ShimwatchShim *self,
                const char    *member,
@@ -165,7 +167,9 @@ before_signal (ShimwatchShim *self,
                                           self->path, settled_point, &error))
     shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
                         error->message);
-  shimwatch_crash_point (crash_point);
+  /* (tests) the signals before this one are on the bus, its own mark says pending */
+  shimwatch_signal_ledger_crash_point_after_earlier (
+    shimwatch_publisher_get_ledger (self->services.publisher), crash_point);
 }
 
 /* TaskExit exactly once per task; reason NULL: from the exit status */

@@ -21,6 +21,8 @@ static const struct {
     G_STRUCT_OFFSET (ShimwatchRecord, delete_emitted) },
 };
 
+G_STATIC_ASSERT (G_N_ELEMENTS (lifecycle_signals) == SHIMWATCH_LIFECYCLE_N_SIGNALS);
+
 static const char * const statuses[SHIMWATCH_SHIM_N_STATES] = {
   [SHIMWATCH_SHIM_STATE_CREATED] = "created",
   [SHIMWATCH_SHIM_STATE_RUNNING] = "running",
@@ -49,6 +51,22 @@ shimwatch_lifecycle_signal_from_member (const char *member)
     if (g_strcmp0 (lifecycle_signals[i].member, member) == 0)
       return lifecycle_signals[i].signal;
   return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
+}
+
+guint
+shimwatch_lifecycle_signal_to_slot (ShimwatchLifecycleSignal signal)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
+    if (lifecycle_signals[i].signal == signal)
+      return i;
+  return G_MAXUINT;
+}
+
+ShimwatchLifecycleSignal
+shimwatch_lifecycle_signal_from_slot (guint slot)
+{
+  return slot < G_N_ELEMENTS (lifecycle_signals) ? lifecycle_signals[slot].signal
+                                                 : SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
 }
 
 gboolean *

@@ -12,9 +12,10 @@
  *   any state ──ABANDONED──▶ TEARDOWN                 (a failed CreateTask: no signals)
  *
  * "Live" is CREATED, RUNNING, PAUSING, PAUSED, STOPPED: the shim is there. A signal's
- * flag is set by the step that returns the signal, before it is emitted: the record
- * written ahead of the emission carries it as pending (see shimwatch-records.h), and a
- * restart that finds it not sent undoes it with the same table.
+ * flag is set by the step that returns the signal, before it is emitted: the signal's
+ * mark, written ahead of the emission into the slot the table gives it, carries it as
+ * pending (see shimwatch-marks.h), and a restart that finds it not sent leaves the flag
+ * unset, with the same table.
  *
  * Beside the task's state, the machine knows the link to the shim:
  *   NONE ──ATTACHED──▶ CONNECTED ──CONNECTION_LOST──▶ GONE
@@ -57,6 +58,9 @@ typedef enum {
   SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT         = 1 << 1,
   SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE       = 1 << 2,
 } ShimwatchLifecycleSignal;
+
+/* how many: the slots of a task's marks file (shimwatch-marks.h), in the table's order */
+#define SHIMWATCH_LIFECYCLE_N_SIGNALS 3
 
 typedef enum {
   SHIMWATCH_SHIM_INPUT_CREATED,          /* the shim's Create answered */
@@ -121,6 +125,9 @@ const char        *shimwatch_lifecycle_signal_member (ShimwatchLifecycleSignal  
 ShimwatchLifecycleSignal shimwatch_lifecycle_signal_from_member (const char     *member);
 gboolean          *shimwatch_lifecycle_signal_record_flag (ShimwatchLifecycleSignal signal,
                                                            ShimwatchRecord         *record);
+/* the signal's slot in a marks file (its place in the table), or G_MAXUINT; and back */
+guint              shimwatch_lifecycle_signal_to_slot   (ShimwatchLifecycleSignal signal);
+ShimwatchLifecycleSignal shimwatch_lifecycle_signal_from_slot (guint              slot);
 /* a record whose pending signal did not go out: its flag, set ahead of time, is undone */
 void               shimwatch_lifecycle_signal_undo_unsent (ShimwatchRecord         *record);
 

@@ -169,8 +169,8 @@ settle_locked (ShimwatchSignalLedger *ledger,
 
 /* -- the filter, in GDBus's worker thread ------------------------------------------------ */
 
-/* right before @message is written: wait until its record is durable, then one store
- * to the record's mapped page */
+/* right before @message is written: wait until its pending mark is durable, then one
+ * store to the task's mapped marks page */
 static GDBusMessage *
 outgoing_filter (GDBusConnection *connection,
                  GDBusMessage    *message,
@@ -377,4 +377,43 @@ shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
       return;
     }
   g_dbus_connection_flush (connection, NULL, flushed_then_crash_cb, g_strdup (step));
+}
+
+static void
+flushed_cb (GObject      *source,
+            GAsyncResult *result,
+            gpointer      user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!g_dbus_connection_flush_finish (G_DBUS_CONNECTION (source), result, &error))
+    g_debug ("flushing the bus connection: %s", error->message);
+  *(gboolean *) user_data = TRUE;
+}
+
+/* Reaches the crash point @step once every signal emitted before is written to the bus
+ * (a signal is marked sent right before GDBus writes it, and the write itself is
+ * asynchronous): so that a test's crash point before a signal means "this one's mark is
+ * pending, those before went out". Only for an armed crash point: it iterates the main
+ * context, whose idles may hand records to signals queued before. */
+void
+shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger,
+                                                   const char            *step)
+{
+  g_autoptr(GDBusConnection) connection = NULL;
+  gboolean flushed = FALSE;
+
+  if (!shimwatch_crash_point_armed (step))
+    return;
+  g_mutex_lock (&ledger->mutex);
+  if (ledger->connection != NULL && !ledger->closed)
+    connection = g_object_ref (ledger->connection);
+  g_mutex_unlock (&ledger->mutex);
+  if (connection != NULL)
+    {
+      g_dbus_connection_flush (connection, NULL, flushed_cb, &flushed);
+      while (!flushed)
+        g_main_context_iteration (ledger->context, TRUE);
+    }
+  shimwatch_crash_point (step);
 }

@@ -6,18 +6,18 @@
  * thread switch between the two facts, and a SIGKILL under load lands in it: a signal
  * lost (or sent twice) after a restart.
  *
- * The ledger closes that gap. The caller writes the new record ahead of time, its
- * signal marked "not sent" (shimwatch_records_prepare()), hands it to the ledger with
- * the signal it belongs to, and emits the signal. An outgoing message filter, which
- * GDBus runs in its worker thread right before it writes the message to the socket,
- * marks it "sent" with one store to the record's mapped page. What remains between the
- * two facts is a few instructions before the sendmsg(2) in the same thread: no syscall
+ * The ledger closes that gap. The caller writes the signal's mark ahead of time, into
+ * the task's mapped marks file, as "pending" (shimwatch_records_prepare_mark()), hands it
+ * to the ledger with the signal it belongs to, and emits the signal. An outgoing message
+ * filter, which GDBus runs in its worker thread right before it writes the message to
+ * the socket, marks it "sent" with one store to the mapped page. What remains between
+ * the two facts is GDBus's write of the message in the same thread: no file-system call
  * in which a SIGKILL could wait (an earlier version renamed the record there, and a
  * rename can wait for the file system's journal for milliseconds under load).
  *
- * Nothing here makes the main thread wait. The record is made durable by the group
+ * Nothing here makes the main thread wait. The pending mark is made durable by the group
  * commit (shimwatch-commit-queue.h) after the emission; the filter holds the message
- * until then, so a signal is never marked sent in a record that a crash of the machine
+ * until then, so a signal is never marked sent in a mark that a crash of the machine
  * could still lose. The filter holds every message after it too, which keeps the bus
  * order of everything the service emits. The main thread learns the outcome from a
  * callback: the ledger confirms each signal asynchronously.
@@ -71,5 +71,9 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
 void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
                                                           const char            *step);
+
+/* tests: the crash point @step once the signals emitted before are written (armed only) */
+void     shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger,
+                                                            const char            *step);
 
 G_END_DECLS

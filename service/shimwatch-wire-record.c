@@ -97,8 +97,11 @@ shimwatch_wire_encode_record (const ShimwatchRecord *record)
   INT ("started_at", record->started_at);
   STRING ("exit_reason", record->exit_reason);
   BOOL ("oom", record->oom);
+  /* the last mark of the task's marks file this record includes (shimwatch-marks.h) */
+  INT ("marks_seq", record->marks_seq);
+  /* read from records written before the marks file, whose last digit the ledger
+   * flipped in place; written as "" and 0 since */
   STRING ("pending_signal", record->pending_signal);
-  /* last, and a number: the ledger flips this one digit in place */
   INT ("pending_sent", record->pending_sent ? 1 : 0);
   json_builder_end_object (builder);
 #undef STRING
@@ -335,6 +338,21 @@ shimwatch_wire_decode_record (const char  *data,
       if (json_node_get_string (node)[0] != '\0')
         record->pending_signal = g_strdup (json_node_get_string (node));
       record->pending_sent = json_node_get_int (sent) == 1;
+    }
+
+  /* optional: records written before the marks file have no marks to look at */
+  node = json_object_get_member (object, "marks_seq");
+  if (node != NULL)
+    {
+      if (!record_member (object, "marks_seq", G_TYPE_INT64, &node, error))
+        return NULL;
+      if (json_node_get_int (node) < 0)
+        {
+          g_set_error_literal (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID,
+                               "record field \"marks_seq\" must not be negative");
+          return NULL;
+        }
+      record->marks_seq = (guint64) json_node_get_int (node);
     }
 
   /* optional: records written before tasks had cgroups of their own have none */

@@ -303,12 +303,16 @@ typedef struct {
   gint64        started_at;
   char         *exit_reason;       /* "" while running */
   gboolean      oom;               /* the shim reported an OOM kill */
-  /* the signal (ShimDisconnected, TaskExit, TaskDelete) whose flag above this record sets
-   * ahead of time, or NULL; pending_sent says whether it went out. The flag holds only if
-   * it did: the signal ledger turns the single digit of "pending_sent" from 0 to 1 in
-   * place, right before the signal is written to the bus (shimwatch-records.h). */
+  /* the signal (ShimDisconnected, TaskExit, TaskDelete) whose flag above was set ahead
+   * of time, or NULL; pending_sent says whether it went out, and the flag holds only if
+   * it did. Loaded from the task's marks file (a pending mark, shimwatch-marks.h), or
+   * from a record written before the marks file, whose "pending_sent" digit the ledger
+   * flipped. */
   char         *pending_signal;
   gboolean      pending_sent;
+  /* the last mark of the task's marks file that this record includes: a restart lays
+   * only later marks over it */
+  guint64       marks_seq;
   /* the task's own cgroup below every hierarchy's root ("/shimwatch/<ns>/<id>"), NULL when
    * the record is older than per-task cgroups */
   char         *cgroup_path;
@@ -316,7 +320,6 @@ typedef struct {
 
 void             shimwatch_record_free          (ShimwatchRecord  *record);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchRecord, shimwatch_record_free)
-/* "pending_sent" is the record's last member, a single digit */
 GBytes          *shimwatch_wire_encode_record   (const ShimwatchRecord *record);
 ShimwatchRecord *shimwatch_wire_decode_record   (const char       *data,
                                                  gsize             length,

@@ -23,6 +23,7 @@
 #include "shimwatch-file.h"
 #include "shimwatch-record-committer.h"
 #include "shimwatch-records.h"
+#include "shimwatch-shim-state.h"
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
@@ -686,14 +687,21 @@ on_ledger_message (GDBusConnection *connection,
       /* what a restart would believe, read without the loader's tidying up (the
        * service is alive and writing) */
       g_autofree char *path = shimwatch_records_path (f->records_dir, "ns", "t1");
+      g_autofree char *marks_path = shimwatch_marks_path (f->records_dir, "ns", "t1");
       g_autofree char *text = NULL;
+      g_autofree char *marks_text = NULL;
       g_autoptr(ShimwatchRecord) record = NULL;
+      ShimwatchMark marks[SHIMWATCH_MARKS_N_SLOTS];
       gsize length;
       gboolean sent;
 
       g_assert_true (g_file_get_contents (path, &text, &length, NULL));
       record = shimwatch_wire_decode_record (text, length, NULL);
       g_assert_nonnull (record);
+      g_assert_true (g_file_get_contents (marks_path, &marks_text, &length, NULL));
+      g_assert_true (shimwatch_marks_decode ((const guint8 *) marks_text, length, marks, NULL,
+                                             NULL));
+      shimwatch_marks_apply (record, marks);
       sent = signal_flag (record, member) &&
              (g_strcmp0 (record->pending_signal, member) != 0 || record->pending_sent);
       g_atomic_int_set (&f->marked_on_arrival, sent);
@@ -814,12 +822,19 @@ prepare_record (LedgerFixture *f,
                 const char    *member)
 {
   g_autoptr(GError) error = NULL;
+  g_autofree char *path = shimwatch_marks_path (f->records_dir, "ns", "t1");
+  g_autoptr(ShimwatchMarksFile) marks = shimwatch_marks_file_open (path, f->queue, &error);
+  ShimwatchLifecycleSignal signal = shimwatch_lifecycle_signal_from_member (member);
   ShimwatchRecord record = { 0 };
+  ShimwatchMark mark;
   ShimwatchRecordCommit *commit;
 
-  signal_record (&record, member);
-  commit = shimwatch_records_prepare (f->records_dir, &record, f->queue, &error);
   g_assert_no_error (error);
+  signal_record (&record, member);
+  g_assert_true (shimwatch_mark_from_record (&mark, &record, SHIMWATCH_MARK_PENDING,
+                                             shimwatch_marks_file_next_seq (marks)));
+  commit = shimwatch_records_prepare_mark (marks, shimwatch_lifecycle_signal_to_slot (signal),
+                                           &mark, f->queue);
   g_assert_nonnull (commit);
   return commit;
 }
@@ -926,7 +941,8 @@ test_ledger_marks_when_durable (LedgerFixture *f,
         g_assert_false (signal_flag (record, members[i]));
         g_assert_true (record->exit_known);
         g_assert_cmpuint (record->exit.exit_status, ==, 137);
-        g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
+        /* the record and its marks */
+        g_assert_cmpuint (count_files (f->ns_dir), ==, 2);
       }
       /* another task's signal and another signal of this task go out unheld; ours
        * waits for the disk, and so does what follows it */
@@ -997,7 +1013,7 @@ test_ledger_unsent_reads_unsent (LedgerFixture *f,
 
     g_assert_false (record->disconnected);
     g_assert_cmpstr (record->pending_signal, ==, "ShimDisconnected");
-    g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
+    g_assert_cmpuint (count_files (f->ns_dir), ==, 2);
   }
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
 }
@@ -1027,15 +1043,15 @@ test_commit_one_batch_per_turn (LedgerFixture *f,
     }
   g_assert_true (iterate (10000, committer_idle, f));
   g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, batches + 1);
-  /* 4 files and 1 directory */
-  g_assert_cmpuint (shimwatch_commit_queue_get_n_syncs (f->queue), ==, syncs + 5);
-  g_assert_cmpuint (count_files (f->ns_dir), ==, 5);
+  /* 4 records, the 4 marks files made with them, and 1 directory */
+  g_assert_cmpuint (shimwatch_commit_queue_get_n_syncs (f->queue), ==, syncs + 9);
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 9);
 
   /* the next turn is the next batch */
   shimwatch_record_committer_remove (f->committer, "ns", "b1");
   g_assert_true (iterate (10000, committer_idle, f));
   g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), ==, batches + 2);
-  g_assert_cmpuint (count_files (f->ns_dir), ==, 4);
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 7);
   for (guint i = 1; i < G_N_ELEMENTS (ids); i++)
     shimwatch_record_committer_remove (f->committer, "ns", ids[i]);
   g_assert_true (iterate (10000, committer_idle, f));
@@ -1080,16 +1096,31 @@ assert_all_received_marked (LedgerFixture *f)
   g_mutex_unlock (&f->lock);
 }
 
-/* While a task's record waits for its signal to be marked, nothing replaces it: the
- * records of the signals after it are written in turn, each before its signal is
- * marked, and every signal arrives with its record saying it was sent */
+/* While a task's mark waits for its signal, nothing replaces it: the marks of the
+ * signals after it are written in turn, each before its signal is marked, and every
+ * signal arrives with its marks saying it was sent. The record itself is not written. */
 static void
 test_committer_in_order (LedgerFixture *f,
                          gconstpointer  data)
 {
+  g_autofree char *json_path = shimwatch_records_path (f->records_dir, "ns", "t1");
+  g_autofree char *json_before = NULL;
+  struct stat st_before;
+
+  /* the marks file, made with the task's first record */
+  {
+    ShimwatchRecord record = { 0 };
+
+    base_record (&record);
+    g_assert_true (shimwatch_record_committer_save (f->committer, &record, NULL));
+    g_assert_true (iterate (10000, committer_idle, f));
+  }
+  g_assert_true (g_file_get_contents (json_path, &json_before, NULL, NULL));
+  g_assert_cmpint (stat (json_path, &st_before), ==, 0);
+
   shimwatch_commit_queue_set_held (f->queue, TRUE);
   expect_and_emit_all (f);
-  /* one turn later: the first record is there, unsynced; the others wait for it */
+  /* one turn later: the first mark is there, unsynced; the others wait for it */
   iterate (300, NULL, f);
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
   {
@@ -1108,8 +1139,20 @@ test_committer_in_order (LedgerFixture *f,
 
     g_assert_true (record->disconnected && record->exit_emitted && record->delete_emitted);
     g_assert_true (record->pending_sent);
+    g_assert_cmpstr (record->status, ==, "stopped");
+    g_assert_cmpuint (record->exit.exit_status, ==, 137);
   }
-  /* one batch per record at most: each waited for the signal before it */
+  /* the signals were marked, the record itself never written again: same file, same text */
+  {
+    g_autofree char *json_after = NULL;
+    struct stat st_after;
+
+    g_assert_true (g_file_get_contents (json_path, &json_after, NULL, NULL));
+    g_assert_cmpint (stat (json_path, &st_after), ==, 0);
+    g_assert_cmpstr (json_after, ==, json_before);
+    g_assert_cmpuint (st_after.st_ino, ==, st_before.st_ino);
+  }
+  /* one batch per mark at most: each waited for the signal before it */
   g_assert_cmpuint (shimwatch_commit_queue_get_n_batches (f->queue), <=, 3 + 3);
 
   /* gone once TaskDelete is written */
@@ -1181,6 +1224,186 @@ test_committer_tmpfs_does_not_wait (LedgerFixture *f,
 }
 
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
+/* what the marks file says of one slot, written as the service writes it */
+static void
+write_mark (ShimwatchMarksFile       *marks,
+            ShimwatchLifecycleSignal  signal,
+            const ShimwatchRecord    *record,
+            gboolean                  sent)
+{
+  ShimwatchMark mark;
+  ShimwatchRecordCommit *commit;
+
+  g_assert_true (shimwatch_mark_from_record (&mark, record, SHIMWATCH_MARK_PENDING,
+                                             shimwatch_marks_file_next_seq (marks)));
+  commit = shimwatch_records_prepare_mark (marks, shimwatch_lifecycle_signal_to_slot (signal),
+                                           &mark, NULL);
+  if (sent)
+    shimwatch_records_commit (commit);
+  shimwatch_record_commit_free (commit);
+}
+
+static guint
+count_broken (const char *dir,
+              const char *suffix)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  guint n = 0;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    if (strstr (name, suffix) != NULL)
+      n++;
+  return n;
+}
+
+/* The marks file on disk: a restart lays the marks newer than the record over it (sent:
+ * the flag holds; pending: it does not, and the status and exit come with it); a record
+ * written after them includes them; a write cut short is an empty slot; a broken slot or
+ * file is logged and changes nothing else, and the task record is never lost */
+static void
+test_records_marks (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("swmarks-XXXXXX", NULL);
+  g_autofree char *ns_dir = g_build_filename (dir, "ns", NULL);
+  g_autofree char *marks_path = shimwatch_marks_path (dir, "ns", "t1");
+  g_autoptr(ShimwatchMarksFile) marks = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  base_record (&record);
+  g_assert_true (shimwatch_records_write (dir, &record, &error));
+  marks = shimwatch_marks_file_open (marks_path, NULL, &error);
+  g_assert_no_error (error);
+
+  /* ShimDisconnected sent, TaskExit prepared but not sent */
+  record.status = (char *) "disconnected";
+  write_mark (marks, SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED, &record, TRUE);
+  record.status = (char *) "cleaning";
+  record.exit_known = TRUE;
+  record.exit = (ShimwatchExit) { .pid = 42, .exit_status = 137, .exited_at = 5 };
+  record.exit_reason = (char *) "shim-died";
+  write_mark (marks, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT, &record, FALSE);
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_assert_true (loaded->disconnected);
+    g_assert_false (loaded->exit_emitted);
+    g_assert_false (loaded->delete_emitted);
+    g_assert_cmpstr (loaded->status, ==, "cleaning");
+    g_assert_true (loaded->exit_known);
+    g_assert_cmpuint (loaded->exit.pid, ==, 42);
+    g_assert_cmpuint (loaded->exit.exit_status, ==, 137);
+    g_assert_cmpint (loaded->exit.exited_at, ==, 5);
+    g_assert_cmpstr (loaded->exit_reason, ==, "shim-died");
+    g_assert_cmpstr (loaded->pending_signal, ==, "TaskExit");
+    g_assert_false (loaded->pending_sent);
+  }
+  /* the same mark, sent (the ledger's one store): now the flag holds */
+  *shimwatch_marks_file_state (marks, 1) = SHIMWATCH_MARK_SENT;
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_assert_true (loaded->disconnected && loaded->exit_emitted);
+    g_assert_true (loaded->pending_sent);
+  }
+
+  /* a record written after the marks includes them: they are not laid over it again */
+  {
+    ShimwatchRecord later = { 0 };
+
+    base_record (&later);
+    later.status = (char *) "stopped";
+    later.marks_seq = shimwatch_marks_file_last_seq (marks);
+    g_assert_true (shimwatch_records_write (dir, &later, &error));
+    {
+      g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+      g_assert_cmpstr (loaded->status, ==, "stopped");
+      g_assert_false (loaded->disconnected || loaded->exit_emitted || loaded->exit_known);
+      g_assert_null (loaded->pending_signal);
+    }
+    g_assert_true (shimwatch_records_write (dir, &record, &error));
+  }
+
+  /* a SIGKILL while a slot was written: its state byte not set yet, an empty slot */
+  record.delete_emitted = TRUE;
+  write_mark (marks, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE, &record, TRUE);
+  *shimwatch_marks_file_state (marks, 2) = SHIMWATCH_MARK_EMPTY;
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_assert_false (loaded->delete_emitted);
+    g_assert_true (loaded->exit_emitted);
+  }
+
+  /* a broken slot: logged, ignored (its signal is sent again), the others hold */
+  *shimwatch_marks_file_state (marks, 2) = SHIMWATCH_MARK_SENT;
+  ((guint8 *) shimwatch_marks_file_state (marks, 2))[40] ^= 0x20;
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING,
+                         "*broken slots ignored (TaskDelete: checksum mismatch)*");
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_test_assert_expected_messages ();
+    g_assert_false (loaded->delete_emitted);
+    g_assert_true (loaded->disconnected && loaded->exit_emitted);
+  }
+
+  /* a truncated file: moved aside, logged; the record alone counts */
+  g_assert_cmpint (truncate (marks_path, 100), ==, 0);
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING,
+                         "*signal marks*are broken (marks file of 100 bytes*moved aside*");
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_test_assert_expected_messages ();
+    g_assert_cmpstr (loaded->status, ==, "cleaning");
+    g_assert_false (loaded->disconnected || loaded->exit_emitted || loaded->delete_emitted);
+  }
+  g_assert_cmpuint (count_broken (ns_dir, ".marks.broken-"), ==, 1);
+  g_assert_false (g_file_test (marks_path, G_FILE_TEST_EXISTS));
+
+  /* opened again, the service starts a fresh file; whatever else is there is reset */
+  g_clear_pointer (&marks, shimwatch_marks_file_unref);
+  g_assert_true (g_file_set_contents (marks_path, "garbage", -1, NULL));
+  g_test_expect_message ("ShimwatchRecords", G_LOG_LEVEL_WARNING,
+                         "*marks file * is broken*started again*");
+  marks = shimwatch_marks_file_open (marks_path, NULL, &error);
+  g_test_assert_expected_messages ();
+  g_assert_no_error (error);
+  write_mark (marks, SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED, &record, TRUE);
+  {
+    g_autoptr(ShimwatchRecord) loaded = load_record (dir);
+
+    g_assert_true (loaded->disconnected);
+  }
+
+  /* marks whose record is gone are removed */
+  {
+    g_autofree char *json = shimwatch_records_path (dir, "ns", "t1");
+    g_autoptr(GPtrArray) records = NULL;
+
+    g_assert_cmpint (g_unlink (json), ==, 0);
+    records = shimwatch_records_load (dir, NULL);
+    g_assert_cmpuint (records->len, ==, 0);
+    g_assert_false (g_file_test (marks_path, G_FILE_TEST_EXISTS));
+  }
+  {
+    g_autoptr(GDir) d = g_dir_open (ns_dir, 0, NULL);
+    const char *name;
+
+    while ((name = g_dir_read_name (d)) != NULL)
+      {
+        g_autofree char *file = g_build_filename (ns_dir, name, NULL);
+
+        g_assert_cmpint (g_unlink (file), ==, 0);
+      }
+  }
+  g_assert_cmpint (g_rmdir (ns_dir), ==, 0);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 static void
 test_records_pending_mark (void)
 {
@@ -1238,20 +1461,6 @@ test_records_pending_mark (void)
           }
       }
     }
-  /* as written, not yet sent: the flag does not hold, what else it says does */
-  {
-    g_autoptr(ShimwatchRecordCommit) commit G_GNUC_UNUSED = shimwatch_records_prepare (dir, &record, NULL, &error);
-    g_autoptr(GPtrArray) records = NULL;
-    ShimwatchRecord *loaded;
-
-    g_assert_no_error (error);
-    records = shimwatch_records_load (dir, NULL);
-    g_assert_cmpuint (records->len, ==, 1);
-    loaded = records->pdata[0];
-    g_assert_false (loaded->exit_emitted);
-    g_assert_true (loaded->exit_known);
-    g_assert_cmpstr (loaded->pending_signal, ==, "TaskExit");
-  }
   g_assert_true (shimwatch_records_remove (dir, "ns", "t1", NULL));
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
@@ -1360,6 +1569,7 @@ main (int    argc,
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
+  g_test_add_func ("/service/records/marks", test_records_marks);
   g_test_add ("/service/ledger/marks-when-durable", LedgerFixture, NULL, ledger_setup,
               test_ledger_marks_when_durable, ledger_teardown);
   g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,

@@ -362,10 +362,10 @@ base_record (ShimwatchRecord *record)
   record->address = (char *) "unix:///run/containerd/s/0";
 }
 
-/* Exactly once across a SIGKILL of the service: the machine marks a signal and the
- * record is prepared with it pending; if the service dies before the signal goes out
- * (no commit), the restart undoes exactly that flag and the machine owes the signal
- * again; once committed, it stays sent. Through the real record files. */
+/* Exactly once across a SIGKILL of the service: the machine marks a signal and its mark
+ * is prepared pending; if the service dies before the signal goes out (no commit), the
+ * restart leaves exactly that flag unset and the machine owes the signal again; once
+ * committed, it stays sent. Through the real record and marks files. */
 static void
 test_restart_undoes_unsent (gconstpointer data)
 {
@@ -380,24 +380,50 @@ test_restart_undoes_unsent (gconstpointer data)
       ShimwatchShimMachine restored;
       ShimwatchLifecycleSignal emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
       ShimwatchRecord record = { 0 };
+      g_autofree char *marks_path = shimwatch_marks_path (dir, "ns", "t1");
+      g_autoptr(ShimwatchMarksFile) marks = NULL;
       ShimwatchRecordCommit *commit;
+      ShimwatchMark mark;
       ShimwatchShimInput path[] = {
         SHIMWATCH_SHIM_INPUT_SHIM_GONE, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED,
         SHIMWATCH_SHIM_INPUT_EXITED, SHIMWATCH_SHIM_INPUT_FINISHED,
       };
       guint before;
 
-      /* the dead-shim path up to the signal under test */
+      /* the task's record, written while it ran; its marks file made with it */
+      base_record (&record);
+      shimwatch_shim_machine_fill_record (&m, &record);
+      g_assert_true (shimwatch_records_write (dir, &record, &error));
+      g_assert_no_error (error);
+      marks = shimwatch_marks_file_open (marks_path, NULL, &error);
+      g_assert_no_error (error);
+
+      /* the dead-shim path up to the signal under test, the signals before it sent */
       for (guint i = 0; i < G_N_ELEMENTS (path) && emit != signal; i++)
-        shimwatch_shim_machine_step (&m, path[i], &emit);
+        {
+          shimwatch_shim_machine_step (&m, path[i], &emit);
+          if (emit != SHIMWATCH_LIFECYCLE_SIGNAL_NONE && emit != signal)
+            {
+              shimwatch_shim_machine_fill_record (&m, &record);
+              g_assert_true (shimwatch_mark_from_record (&mark, &record, SHIMWATCH_MARK_PENDING,
+                                                         shimwatch_marks_file_next_seq (marks)));
+              commit = shimwatch_records_prepare_mark (marks,
+                                                       shimwatch_lifecycle_signal_to_slot (emit),
+                                                       &mark, NULL);
+              shimwatch_records_commit (commit);
+              shimwatch_record_commit_free (commit);
+            }
+        }
       g_assert_cmpint (emit, ==, signal);
       before = m.sent & ~signal;
 
       base_record (&record);
       shimwatch_shim_machine_fill_record (&m, &record);
-      record.pending_signal = (char *) shimwatch_lifecycle_signal_member (signal);
-      commit = shimwatch_records_prepare (dir, &record, NULL, &error);
-      g_assert_no_error (error);
+      /* the signal's mark, in the slot the table gives it; the record is not written */
+      g_assert_true (shimwatch_mark_from_record (&mark, &record, SHIMWATCH_MARK_PENDING,
+                                                 shimwatch_marks_file_next_seq (marks)));
+      commit = shimwatch_records_prepare_mark (marks, shimwatch_lifecycle_signal_to_slot (signal),
+                                               &mark, NULL);
       g_assert_nonnull (commit);
       if (committed)
         shimwatch_records_commit (commit);

@@ -42,6 +42,7 @@ assert_same_record (const ShimwatchRecord *a,
   g_assert_cmpint (a->delete_emitted, ==, b->delete_emitted);
   g_assert_cmpstr (a->pending_signal, ==, b->pending_signal);
   g_assert_cmpint (a->pending_sent, ==, b->pending_sent);
+  g_assert_cmpuint (a->marks_seq, ==, b->marks_seq);
 }
 
 int

@@ -86,6 +86,34 @@ record = {
 record_done = dict(record, status="stopped", exit_known=True, exit_pid=4242, exit_status=137,
                    exited_at=1764700001000000, exit_emitted=True, disconnected=True,
                    pending_signal="TaskDelete", pending_sent=1)
+record_marked = dict(record, marks_seq=1764700000000042, pending_signal="", pending_sent=0)
+
+
+def fnv1a(data):
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+# the signal marks file (service/shimwatch-marks.h): a header and one slot of 96 bytes per
+# signal, ShimDisconnected, TaskExit, TaskDelete
+def mark(state, seq, flags=0, pid=0, exit_status=0, exited_at=0, status="", reason=""):
+    head = struct.pack("<BBH", state, flags, 0)
+    rest = (struct.pack("<QIIq", seq, pid, exit_status, exited_at) +
+            status.encode().ljust(16, b"\0") + reason.encode().ljust(48, b"\0"))
+    return head + struct.pack("<I", fnv1a(head[1:] + rest)) + rest
+
+
+def marks(*slots):
+    slots = list(slots) + [bytes(96)] * (3 - len(slots))
+    return b"SWMARKS1" + struct.pack("<II", 1, 96) + b"".join(slots)
+
+
+PENDING, SENT = 1, 2
+disconnected = mark(SENT, 1764700000000043, status="disconnected")
+exited = mark(PENDING, 1764700000000044, flags=2, pid=4242, exit_status=137,
+              exited_at=1764700001000000, status="cleaning", reason="shim-died")
 oci = {
     "ociVersion": "1.0.2-dev",
     "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["sleep", "100000"],
@@ -140,9 +168,28 @@ SEEDS = {
     "record": {
         "running": json.dumps(record, indent=2).encode(),
         "done": json.dumps(record_done, indent=2).encode(),
+        "marked": json.dumps(record_marked, indent=2).encode(),
         "old-format": json.dumps({k: v for k, v in record.items()
                                   if k not in ("pending_signal", "pending_sent")}).encode(),
         "truncated": json.dumps(record).encode()[:60],
+    },
+    "marks": {
+        "fresh": marks(),
+        "disconnected-sent": marks(disconnected),
+        "exit-pending": marks(disconnected, exited),
+        "all-sent": marks(disconnected, mark(SENT, 1764700000000044, flags=2, pid=4242,
+                                             exit_status=137, exited_at=1764700001000000,
+                                             status="cleaning", reason="shim-died"),
+                          mark(SENT, 1764700000000045, flags=2, pid=4242, exit_status=137,
+                               exited_at=1764700001000000, status="cleaning",
+                               reason="shim-died")),
+        "cut-short": marks(disconnected, b"\0" + exited[1:50] + bytes(46)),
+        "bad-checksum": marks(disconnected[:40] + b"X" + disconnected[41:]),
+        "bad-state": marks(b"\x07" + disconnected[1:]),
+        "truncated": marks(disconnected)[:100],
+        "empty": b"",
+        "zeros": bytes(304),
+        "other-version": marks(disconnected).replace(b"SWMARKS1\x01", b"SWMARKS1\x02"),
     },
     "oci-config": {
         "runc-spec": json.dumps(oci, indent=2).encode(),
