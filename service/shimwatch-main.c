@@ -17,6 +17,7 @@
 #include "shimwatch-instance-lock.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
+#include "shimwatch-spawn.h"
 
 /* exit status when another shimwatchd already serves the runtime directory */
 #define EXIT_ALREADY_RUNNING 3
@@ -212,6 +213,18 @@ main (int    argc,
   if (verbose)
     g_log_set_debug_enabled (TRUE);
 
+  /* The earliest point that is sure to be a run of the service: no thread yet (GDBus, the
+   * GTask pool and GLib's worker start later) and nothing open but 0, 1 and 2, so the
+   * spawner forked here holds nothing of the service. Every `shim start` and `shim delete`
+   * is spawned by it, not by a process holding thousands of descriptors. */
+  if (!shimwatch_spawn_start_spawner (&error))
+    {
+      g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                        "MESSAGE", "cannot start the process spawner (%s): the service starts "
+                        "shim start and shim delete itself", error->message);
+      g_clear_error (&error);
+    }
+
   /* precedence: defaults < config file < systemd's environment < command line */
   if (!shimwatch_config_load_file (config,
                                    config_file != NULL ? config_file
@@ -323,6 +336,7 @@ main (int    argc,
   g_clear_object (&daemon.connection);
   g_clear_object (&daemon.manager);
   g_main_loop_unref (daemon.loop);
+  shimwatch_spawn_stop_spawner ();
   close (lock_fd);
   return daemon.exit_status;
 }

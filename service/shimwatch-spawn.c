@@ -1,16 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#define G_LOG_DOMAIN "ShimwatchSpawn"
+
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <string.h>
 #include <sys/pidfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <glib-unix.h>
 
 #include "shimwatch-spawn.h"
+#include "shimwatch-spawner.h"
+
+/* how long a spawner that does not take a request (its socket full) is waited for */
+#define SPAWNER_SEND_WAIT_MS  2000
+/* how long after a deadline's kill the spawner has to report the end of the child */
+#define SPAWNER_KILL_GRACE_MS 5000
+
+/* The spawner of this process (shimwatch-spawner.h), if one was started. Once it is lost
+ * (it died, or broke the protocol and was killed), commands are spawned directly again. */
+static struct {
+  GMutex   lock;
+  int      fd;      /* our end of its socket; -1: no spawner */
+  GPid     pid;
+  guint    hup_id;  /* its socket's hang-up, in the global default main context */
+  gboolean lost;
+} spawner = { .fd = -1 };
 
 /* pidfd_open(2) failed with ENOSYS or EPERM once: it will again, do not ask each time */
 static gint pidfd_open_unavailable;
@@ -18,10 +39,16 @@ static gint pidfd_open_unavailable;
 static int pidfd_open_errno_for_tests;
 
 typedef struct {
+  char                 *program; /* argv[0], for the errors */
   GPid                  pid;
   int                   pidfd;  /* -1: a waiter thread watches the exit (wait_thread) */
   GSource              *pidfd_source;
   GSource              *timeout_source;
+  /* run by the spawner: our end of the request's reply socket (-1: none, or closed) */
+  int                   reply;
+  GSource              *reply_source;
+  GSource              *grace_source;
+  gboolean              by_spawner;
   int                   fds[2]; /* our ends of the child's stdout and stderr */
   GSource              *pipe_sources[2];
   GByteArray           *output[2];
@@ -52,6 +79,11 @@ spawn_data_free (SpawnData *data)
 {
   clear_source (&data->pidfd_source);
   clear_source (&data->timeout_source);
+  clear_source (&data->reply_source);
+  clear_source (&data->grace_source);
+  if (data->reply >= 0)
+    close (data->reply);
+  g_free (data->program);
   for (guint i = 0; i < 2; i++)
     {
       clear_source (&data->pipe_sources[i]);
@@ -131,21 +163,16 @@ pipe_cb (int          fd,
   return G_SOURCE_REMOVE;
 }
 
-/* The child has exited and nobody reaped it: reap it here, on the task's context. This is
- * the only place that reaps it, and it ends the deadline, so that the deadline's kill can
- * never reach a pid the kernel has handed to another process since. */
+/* The child has exited and is reaped (@wait_status): what it wrote is in the pipes. */
 static void
-child_exited (GTask *task)
+complete (GTask *task,
+          int    wait_status)
 {
   SpawnData *data = g_task_get_task_data (task);
-  int status = 0;
-  pid_t reaped;
 
   clear_source (&data->timeout_source);
-  do
-    reaped = waitpid (data->pid, &status, 0);
-  while (reaped < 0 && errno == EINTR);
-  data->result->wait_status = reaped == data->pid ? status : W_EXITCODE (255, 0);
+  clear_source (&data->grace_source);
+  data->result->wait_status = wait_status;
   /* everything the process wrote is in the pipes now (what a child it left behind may
    * still write is not waited for) */
   for (guint i = 0; i < 2; i++)
@@ -160,6 +187,37 @@ child_exited (GTask *task)
                          (GDestroyNotify) shimwatch_spawn_result_free);
 }
 
+/* The child has exited and nobody reaped it: reap it here, on the task's context. This is
+ * the only place that reaps it, and it ends the deadline, so that the deadline's kill can
+ * never reach a pid the kernel has handed to another process since. */
+static void
+child_exited (GTask *task)
+{
+  SpawnData *data = g_task_get_task_data (task);
+  int status = 0;
+  pid_t reaped;
+
+  clear_source (&data->timeout_source);
+  do
+    reaped = waitpid (data->pid, &status, 0);
+  while (reaped < 0 && errno == EINTR);
+  complete (task, reaped == data->pid ? status : W_EXITCODE (255, 0));
+}
+
+/* the run ends without a status: the pipes are closed, the error returned */
+static void
+fail (GTask  *task,
+      GError *error)
+{
+  SpawnData *data = g_task_get_task_data (task);
+
+  clear_source (&data->timeout_source);
+  clear_source (&data->grace_source);
+  for (guint i = 0; i < 2; i++)
+    close_pipe (data, i);
+  g_task_return_error (task, error);
+}
+
 static gboolean
 pidfd_readable_cb (int          fd,
                    GIOCondition condition,
@@ -169,6 +227,14 @@ pidfd_readable_cb (int          fd,
   SpawnData *data = g_task_get_task_data (task);
 
   g_clear_pointer (&data->pidfd_source, g_source_unref);
+  if (data->by_spawner)
+    {
+      /* the spawner died before it reported the end: the child is gone, nobody knows how */
+      fail (task, g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
+                               "the process spawner died while %s ran: its exit status "
+                               "is unknown", data->program));
+      return G_SOURCE_REMOVE;
+    }
   child_exited (task);
   return G_SOURCE_REMOVE;
 }
@@ -204,6 +270,23 @@ wait_thread (gpointer user_data)
   return NULL;
 }
 
+static void reply_lost (GTask      *task,
+                        const char *why);
+
+static gboolean
+grace_cb (gpointer user_data)
+{
+  g_autoptr(GTask) task = g_object_ref (user_data);
+  SpawnData *data = g_task_get_task_data (task);
+  g_autofree char *why = g_strdup_printf ("did not report the end of %s %u s after its "
+                                          "deadline's kill", data->program,
+                                          SPAWNER_KILL_GRACE_MS / 1000);
+
+  g_clear_pointer (&data->grace_source, g_source_unref);
+  reply_lost (task, why);
+  return G_SOURCE_REMOVE;
+}
+
 static gboolean
 timeout_cb (gpointer user_data)
 {
@@ -212,13 +295,345 @@ timeout_cb (gpointer user_data)
 
   g_clear_pointer (&data->timeout_source, g_source_unref);
   data->result->timed_out = TRUE;
-  /* not reaped yet (child_exited ends this deadline when it reaps): the pid is still the
-   * child's, alive or a zombie, with or without a pidfd */
+  /* Not reaped yet (child_exited ends this deadline when it reaps; the spawner only after
+   * it told us, and EXITED ends it): the pid is still the child's, alive or a zombie, and
+   * so is the pidfd. A child of the spawner without a pidfd is killed by the spawner,
+   * its parent. */
   if (data->pidfd >= 0)
     pidfd_send_signal (data->pidfd, SIGKILL, NULL, 0);
-  else
+  else if (data->reply >= 0)
+    {
+      ShimwatchSpawnerMessage message = { SHIMWATCH_SPAWNER_KILL, 0, 0 };
+
+      if (send (data->reply, &message, sizeof message, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        {
+          reply_lost (task, "does not take a kill");
+          return G_SOURCE_REMOVE;
+        }
+    }
+  else if (!data->by_spawner)
     kill (data->pid, SIGKILL);
+  /* a spawner that does not report the end soon after is lost: never wait for it forever */
+  if (data->reply >= 0)
+    data->grace_source = attach (task, g_timeout_source_new (SPAWNER_KILL_GRACE_MS), grace_cb,
+                                 task, "[shimwatch] spawner kill grace");
   return G_SOURCE_REMOVE;
+}
+
+/* -- the spawner ------------------------------------------------------------------------- */
+
+/* The spawner died, or misbehaves: it is killed (it is our child and not reaped: the pid
+ * is still its own) and reaped, and commands are spawned by the service from now on. Runs
+ * once, whoever notices first. */
+static void
+spawner_lost (const char *why)
+{
+  g_autofree char *how = NULL;
+  char pid_text[16];
+  GPid pid;
+  int status = 0;
+  pid_t reaped;
+
+  g_mutex_lock (&spawner.lock);
+  if (spawner.fd < 0 || spawner.lost)
+    {
+      g_mutex_unlock (&spawner.lock);
+      return;
+    }
+  spawner.lost = TRUE;
+  pid = spawner.pid;
+  g_mutex_unlock (&spawner.lock);
+
+  kill (pid, SIGKILL);
+  do
+    reaped = waitpid (pid, &status, 0);
+  while (reaped < 0 && errno == EINTR);
+  if (reaped != pid)
+    how = g_strdup ("was reaped by someone else");
+  else if (WIFSIGNALED (status))
+    how = g_strdup_printf ("ended by signal %d", WTERMSIG (status));
+  else
+    how = g_strdup_printf ("exited with status %d", WEXITSTATUS (status));
+  g_snprintf (pid_text, sizeof pid_text, "%d", (int) pid);
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                    "SHIMWATCH_SPAWNER_PID", pid_text,
+                    "MESSAGE", "the process spawner (pid %d) %s and %s: the service starts "
+                    "shim start and shim delete itself from now on", (int) pid, why, how);
+}
+
+static gboolean
+spawner_hup_cb (int          fd,
+                GIOCondition condition,
+                gpointer     user_data)
+{
+  g_mutex_lock (&spawner.lock);
+  spawner.hup_id = 0;
+  g_mutex_unlock (&spawner.lock);
+  spawner_lost ("closed its socket");
+  return G_SOURCE_REMOVE;
+}
+
+gboolean
+shimwatch_spawn_start_spawner (GError **error)
+{
+  char pid_text[16];
+  GPid pid = 0;
+  int fd;
+
+  g_return_val_if_fail (spawner.fd < 0, FALSE);
+
+  fd = shimwatch_spawner_fork (&pid, error);
+  if (fd < 0)
+    return FALSE;
+  g_mutex_lock (&spawner.lock);
+  spawner.fd = fd;
+  spawner.pid = pid;
+  spawner.lost = FALSE;
+  /* a spawner that dies between commands is noticed, and reaped, at once */
+  spawner.hup_id = g_unix_fd_add (fd, G_IO_HUP | G_IO_ERR, spawner_hup_cb, NULL);
+  g_mutex_unlock (&spawner.lock);
+  g_snprintf (pid_text, sizeof pid_text, "%d", (int) pid);
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_INFO,
+                    "SHIMWATCH_SPAWNER_PID", pid_text,
+                    "MESSAGE", "process spawner started (pid %d)", (int) pid);
+  return TRUE;
+}
+
+GPid
+shimwatch_spawn_get_spawner_pid (void)
+{
+  GPid pid;
+
+  g_mutex_lock (&spawner.lock);
+  pid = spawner.fd >= 0 && !spawner.lost ? spawner.pid : 0;
+  g_mutex_unlock (&spawner.lock);
+  return pid;
+}
+
+int
+shimwatch_spawn_stop_spawner (void)
+{
+  gboolean lost;
+  int status = -1;
+  pid_t reaped;
+
+  g_mutex_lock (&spawner.lock);
+  if (spawner.fd < 0)
+    {
+      g_mutex_unlock (&spawner.lock);
+      return -1;
+    }
+  g_clear_handle_id (&spawner.hup_id, g_source_remove);
+  /* EOF on its socket: it exits (what it still runs goes on, and is re-parented) */
+  close (spawner.fd);
+  spawner.fd = -1;
+  lost = spawner.lost;
+  g_mutex_unlock (&spawner.lock);
+  if (lost)
+    return -1;
+  do
+    reaped = waitpid (spawner.pid, &status, 0);
+  while (reaped < 0 && errno == EINTR);
+  return reaped == spawner.pid ? status : -1;
+}
+
+/* the reply socket closed (or the spawner gave up on) before the end was reported */
+static void
+reply_lost (GTask      *task,
+            const char *why)
+{
+  SpawnData *data = g_task_get_task_data (task);
+
+  clear_source (&data->reply_source);
+  clear_source (&data->grace_source);
+  if (data->reply >= 0)
+    {
+      close (data->reply);
+      data->reply = -1;
+    }
+  spawner_lost (why);
+  /* the child lives on, re-parented: with its pidfd we still see it end (and kill it at
+   * its deadline); without one, nothing can reach it safely any more */
+  if (data->pidfd >= 0)
+    {
+      if (data->pidfd_source == NULL)
+        data->pidfd_source = attach (task, g_unix_fd_source_new (data->pidfd, G_IO_IN),
+                                     G_SOURCE_FUNC (pidfd_readable_cb),
+                                     g_object_ref (task), "[shimwatch] spawned process pidfd");
+      return;
+    }
+  fail (task, g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
+                           "the process spawner died while %s ran", data->program));
+}
+
+static gboolean
+reply_cb (int          fd,
+          GIOCondition condition,
+          gpointer     user_data)
+{
+  /* a return may drop the caller's last reference: keep the data until we are done */
+  g_autoptr(GTask) task = g_object_ref (user_data);
+  SpawnData *data = g_task_get_task_data (task);
+
+  for (;;)
+    {
+      ShimwatchSpawnerMessage message;
+      union {
+        struct cmsghdr header;
+        char           space[CMSG_SPACE (sizeof (int))];
+      } control;
+      struct iovec iov = { &message, sizeof message };
+      struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                            .msg_control = control.space,
+                            .msg_controllen = sizeof control.space };
+      int pidfd = -1;
+      ssize_t n;
+
+      n = recvmsg (data->reply, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return G_SOURCE_CONTINUE;
+      for (struct cmsghdr *cmsg = CMSG_FIRSTHDR (&msg); cmsg != NULL;
+           cmsg = CMSG_NXTHDR (&msg, cmsg))
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
+            cmsg->cmsg_len == CMSG_LEN (sizeof (int)))
+          memcpy (&pidfd, CMSG_DATA (cmsg), sizeof pidfd);
+
+      if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_STARTED &&
+          data->pid == 0 && (msg.msg_flags & MSG_CTRUNC) == 0)
+        {
+          if (message.error != 0)
+            {
+              if (pidfd >= 0)
+                close (pidfd);
+              g_clear_pointer (&data->reply_source, g_source_unref);
+              fail (task, g_error_new (G_IO_ERROR, g_io_error_from_errno (message.error),
+                                       "cannot run %s: %s", data->program,
+                                       g_strerror (message.error)));
+              return G_SOURCE_REMOVE;
+            }
+          data->pid = message.value;
+          data->pidfd = pidfd;
+          continue;
+        }
+      if (pidfd >= 0)
+        close (pidfd);
+      if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_EXITED &&
+          data->pid != 0)
+        {
+          g_clear_pointer (&data->reply_source, g_source_unref);
+          close (data->reply);
+          data->reply = -1;
+          complete (task, message.value);
+          return G_SOURCE_REMOVE;
+        }
+      /* EOF before the end was told, or a message that is not the protocol */
+      g_clear_pointer (&data->reply_source, g_source_unref);
+      reply_lost (task, n == 0 ? "closed a reply socket before the command's end"
+                               : "broke the protocol");
+      return G_SOURCE_REMOVE;
+    }
+}
+
+/* Hands the run to the spawner. FALSE if there is none (or no more): the caller spawns it
+ * itself. The descriptors are the child's (borrowed: the spawner gets copies). */
+static gboolean
+spawn_by_spawner (GTask              *task,
+                  const char * const *argv,
+                  const char * const *envp,
+                  const char         *cwd,
+                  int                 stdin_fd,
+                  int                 stdout_fd,
+                  int                 stderr_fd)
+{
+  SpawnData *data = g_task_get_task_data (task);
+  ShimwatchSpawnerRequest request = { .magic = SHIMWATCH_SPAWNER_MAGIC };
+  g_autoptr(GByteArray) buffer = NULL;
+  union {
+    struct cmsghdr header;
+    char           space[CMSG_SPACE (4 * sizeof (int))];
+  } control;
+  struct iovec iov;
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = control.space, .msg_controllen = sizeof control.space };
+  struct cmsghdr *cmsg;
+  int sockets[2];
+  int fds[4];
+  int fd;
+  ssize_t sent;
+
+  g_mutex_lock (&spawner.lock);
+  fd = spawner.lost ? -1 : spawner.fd;
+  g_mutex_unlock (&spawner.lock);
+  if (fd < 0)
+    return FALSE;
+
+  for (request.argc = 0; argv[request.argc] != NULL; request.argc++)
+    ;
+  for (request.envc = 0; envp[request.envc] != NULL; request.envc++)
+    ;
+  if (pidfd_open_errno_for_tests == 0 && !g_atomic_int_get (&pidfd_open_unavailable))
+    request.flags |= SHIMWATCH_SPAWNER_WANT_PIDFD;
+  buffer = g_byte_array_sized_new (4096);
+  g_byte_array_append (buffer, (const guint8 *) &request, sizeof request);
+  g_byte_array_append (buffer, (const guint8 *) cwd, strlen (cwd) + 1);
+  for (guint i = 0; i < request.argc; i++)
+    g_byte_array_append (buffer, (const guint8 *) argv[i], strlen (argv[i]) + 1);
+  for (guint i = 0; i < request.envc; i++)
+    g_byte_array_append (buffer, (const guint8 *) envp[i], strlen (envp[i]) + 1);
+  if (buffer->len > SHIMWATCH_SPAWNER_REQUEST_MAX)
+    return FALSE;
+
+  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0)
+    return FALSE;
+  fds[0] = sockets[1];
+  fds[1] = stdin_fd;
+  fds[2] = stdout_fd;
+  fds[3] = stderr_fd;
+  iov = (struct iovec) { buffer->data, buffer->len };
+  memset (&control, 0, sizeof control);
+  cmsg = &control.header;
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN (sizeof fds);
+  memcpy (CMSG_DATA (cmsg), fds, sizeof fds);
+
+  for (guint attempt = 0;; attempt++)
+    {
+      struct pollfd poll_fd = { fd, POLLOUT, 0 };
+
+      sent = sendmsg (fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent >= 0 || (errno != EINTR && errno != EAGAIN) || attempt > 0)
+        break;
+      /* its socket is full: it is slow, or stuck; wait a little, not forever */
+      if (errno == EAGAIN && poll (&poll_fd, 1, SPAWNER_SEND_WAIT_MS) == 0)
+        {
+          errno = EAGAIN;
+          break;
+        }
+    }
+  close (sockets[1]);
+  if (sent < 0)
+    {
+      int saved_errno = errno;
+
+      close (sockets[0]);
+      if (saved_errno == EMSGSIZE || saved_errno == ENOBUFS || saved_errno == ENOMEM)
+        return FALSE;
+      spawner_lost (saved_errno == EAGAIN ? "takes no request" : "does not take requests");
+      return FALSE;
+    }
+
+  data->by_spawner = TRUE;
+  data->reply = sockets[0];
+  /* the reply watch holds the run until the end is told (or the spawner is lost) */
+  data->reply_source = g_unix_fd_source_new (data->reply, G_IO_IN | G_IO_HUP);
+  g_source_set_callback (data->reply_source, G_SOURCE_FUNC (reply_cb), g_object_ref (task),
+                         g_object_unref);
+  g_source_set_static_name (data->reply_source, "[shimwatch] spawner reply");
+  g_source_attach (data->reply_source, g_task_get_context (task));
+  return TRUE;
 }
 
 void
@@ -306,7 +721,8 @@ shimwatch_spawn_async (const char * const *argv,
   int saved_errno = 0;
 
   g_task_set_source_tag (task, shimwatch_spawn_async);
-  data->pidfd = data->fds[0] = data->fds[1] = -1;
+  data->program = g_strdup (argv[0]);
+  data->pidfd = data->reply = data->fds[0] = data->fds[1] = -1;
   data->result = g_new0 (ShimwatchSpawnResult, 1);
   data->output[0] = g_byte_array_new ();
   data->output[1] = g_byte_array_new ();
@@ -321,6 +737,9 @@ shimwatch_spawn_async (const char * const *argv,
                    "cannot run %s: %s", argv[0], g_strerror (saved_errno));
       goto out;
     }
+
+  if (spawn_by_spawner (task, argv, envp, cwd, stdin_fd, out[1], err[1]))
+    goto started;
 
   posix_spawn_file_actions_init (&actions);
   posix_spawn_file_actions_adddup2 (&actions, stdin_fd, 0);
@@ -354,6 +773,8 @@ shimwatch_spawn_async (const char * const *argv,
       g_prefix_error (&error, "cannot wait for %s: ", argv[0]);
       goto out;
     }
+
+started:
   for (guint i = 0; i < 2; i++)
     {
       data->fds[i] = i == 0 ? out[0] : err[0];

@@ -9,9 +9,14 @@
  * those forks than in its own work, and with a thousand shims supervised every CreateTask
  * forked a process holding thousands of descriptors. posix_spawn(3) starts the child in the parent's
  * memory (CLONE_VM | CLONE_VFORK) until it execs; glibc does the chdir, the redirections
- * and the closing of every other descriptor in the child. The exit is watched through a
- * pidfd in the main context (where pidfd_open(2) is missing or refused: a thread blocked
- * in waitid(2)), and the output is read from non-blocking pipes as it comes.
+ * and the closing of every other descriptor in the child. Even so, the clone copies the
+ * parent's descriptor table: with a thousand shims supervised that is four thousand
+ * descriptors per command, so the service hands its commands to a spawner process it
+ * forked at start-up (shimwatch-spawner.h), which reports the pid and, once it reaped the
+ * child, the wait status. Without a spawner the service spawns the command itself, and
+ * watches the exit through a pidfd in the main context (where pidfd_open(2) is missing or
+ * refused: a thread blocked in waitid(2)). Either way the output is read here, from
+ * non-blocking pipes as it comes.
  */
 #pragma once
 
@@ -43,6 +48,19 @@ void                  shimwatch_spawn_async  (const char * const  *argv,
                                               gpointer             user_data);
 ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult        *result,
                                               GError             **error);
+
+/* Starts the spawner (shimwatch-spawner.h) that runs every command from then on. Call it
+ * early, while the process holds few descriptors: shimwatchd does before it opens anything
+ * or starts a thread. Without a spawner (not started, or lost: it died, or stopped
+ * answering, and was killed), commands are spawned by this process as before; a lost
+ * spawner is logged, and the runs it had are completed with an error, or, where a pidfd
+ * of the child came back, once the child ended. */
+gboolean shimwatch_spawn_start_spawner   (GError **error);
+/* the spawner's pid; 0 without one */
+GPid     shimwatch_spawn_get_spawner_pid (void);
+/* lets the spawner go (EOF on its socket) and reaps it: its wait status, or -1 if there was
+ * none, or it was lost */
+int      shimwatch_spawn_stop_spawner    (void);
 
 /* for the unit tests: make pidfd_open(2) fail with @errno_value (0: call it again), as it
  * does under valgrind 3.19 (ENOSYS) or a seccomp filter (EPERM) */

@@ -12,12 +12,14 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-error.h"
 #include "shimwatch-bundle.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-spawn.h"
 #include "shimwatch-test-util.h"
 
 #define NS      "swfault"
@@ -379,8 +381,13 @@ int
 main (int    argc,
       char **argv)
 {
+  int status;
+  int ret;
+
   g_test_init (&argc, &argv, NULL);
   signal (SIGPIPE, SIG_IGN);
+  /* as in shimwatchd: shim start and shim delete are run by the spawner process */
+  g_assert_true (shimwatch_spawn_start_spawner (NULL));
 
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("/shim-faults/normal", test_normal);
@@ -396,5 +403,8 @@ main (int    argc,
   ADD ("/shim-faults/bad-runtime-names", test_bad_runtime_names);
   ADD ("/shim-faults/bad-bundles", test_bad_bundles);
 #undef ADD
-  return g_test_run ();
+  ret = g_test_run ();
+  /* still there, and it exits 0 when let go */
+  status = shimwatch_spawn_stop_spawner ();
+  return ret != 0 ? ret : WIFEXITED (status) && WEXITSTATUS (status) == 0 ? 0 : 1;
 }

@@ -20,6 +20,7 @@
 #include "shimwatch-bundle.h"
 #include "shimwatch-events-server.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-spawn.h"
 #include "shimwatch-test-util.h"
 
 #define NS "swtest"
@@ -431,8 +432,13 @@ int
 main (int    argc,
       char **argv)
 {
+  int status;
+  int ret;
+
   g_test_init (&argc, &argv, NULL);
   signal (SIGPIPE, SIG_IGN);
+  /* as in shimwatchd: shim start and shim delete are run by the spawner process */
+  g_assert_true (shimwatch_spawn_start_spawner (NULL));
 
   g_test_add_func ("/shim-real/gate-with-readonly-cgroup-root",
                    test_gate_with_readonly_cgroup_root);
@@ -440,5 +446,8 @@ main (int    argc,
               fixture_teardown);
   g_test_add ("/shim-real/sigkill", Fixture, NULL, fixture_setup, test_shim_sigkill,
               fixture_teardown);
-  return g_test_run ();
+  ret = g_test_run ();
+  /* still there, and it exits 0 when let go */
+  status = shimwatch_spawn_stop_spawner ();
+  return ret != 0 ? ret : WIFEXITED (status) && WEXITSTATUS (status) == 0 ? 0 : 1;
 }
