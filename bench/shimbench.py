@@ -79,11 +79,38 @@ def proc_stat(pid):
             (int(fields[13]) + int(fields[14])) / TICK, fields[19])
 
 
+# shimwatchd forks a spawner process at start-up that starts `shim start` and `shim delete`
+# for it (docs/architecture.md): its work is the service's work
+SPAWNER_COMM = "shimwatch-spawn"
+
+
+def helpers_of(pid):
+    """The pids of the service's own helper processes: its children named SPAWNER_COMM."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        if comm == SPAWNER_COMM and int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
 def cpu_seconds(pid, children=False):
-    st = proc_stat(pid)
-    if st is None:
-        return 0.0
-    return st[2] + (st[3] if children else 0.0)
+    """CPU seconds of pid and of its helper processes (the spawner: see helpers_of), with
+    those of their reaped children if asked: what `shim start` and `shim delete` used is
+    counted in the spawner's, not in the service's, until the spawner itself is reaped."""
+    total = 0.0
+    for p in [pid] + helpers_of(pid):
+        st = proc_stat(p)
+        if st is not None:
+            total += st[2] + (st[3] if children else 0.0)
+    return total
 
 
 def rss_kib(pid):
@@ -255,8 +282,10 @@ class Profile:
         if self.path:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             # DWARF unwinding: Debian's GLib and libc have no frame pointers
+            # the service and its spawner (helpers_of)
+            pids = ",".join(str(p) for p in [self.pid] + helpers_of(self.pid))
             self.proc = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384",
-                                          "-F", "499", "-p", str(self.pid), "-o", self.path],
+                                          "-F", "499", "-p", pids, "-o", self.path],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)          # perf attaches to every thread first
         return self
