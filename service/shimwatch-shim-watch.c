@@ -40,7 +40,12 @@ shim_process_exited_cb (int                   fd,
   ShimwatchShim *self = user_data;
 
   self->shim_pidfd_watch = NULL;
-  /* normally the socket's EOF comes first; if not, a child inherited the socket */
+  /* The socket's EOF comes with the death, but the poller may hand over the pidfd first
+   * (many shims dying at once): read what the socket has now, so that a plain death
+   * goes the socket's way, ShimDisconnected first and no warning. Still connected after
+   * that: a child inherited the socket. */
+  if (shimwatch_shim_is_connected (self) && self->handle != NULL)
+    shimwatch_ttrpc_collect (shimwatch_task_client_get_ttrpc (self->handle->client));
   if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     {
       shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected",
