@@ -116,9 +116,26 @@ get_string (const guint8 *p,
 }
 
 static gboolean
+decode_slot_checked (const guint8  *slot,
+                     ShimwatchMark *mark,
+                     const char   **problem);
+
+/* a slot that does not check reads as empty */
+static gboolean
 decode_slot (const guint8  *slot,
              ShimwatchMark *mark,
              const char   **problem)
+{
+  if (decode_slot_checked (slot, mark, problem))
+    return TRUE;
+  memset (mark, 0, sizeof *mark);
+  return FALSE;
+}
+
+static gboolean
+decode_slot_checked (const guint8  *slot,
+                     ShimwatchMark *mark,
+                     const char   **problem)
 {
   gint64 exited_at;
 
