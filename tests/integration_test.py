@@ -2001,6 +2001,30 @@ class RestartTests(ShimwatchTestCase):
         wait_until(lambda: process_dead(shim_pid), 5, "the shim to exit")
         self.assert_nothing_left("default", "halfway", sock, task_pid)
 
+    def test_broken_marks_keep_the_task(self):
+        """Signal marks that are not a marks file: moved aside, logged, the task record
+        and the task kept; its death later is reported exactly once."""
+        path = self.create_task("default", "badmarks")
+        shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        self.stop_daemon()
+        records = os.path.join(self.runtime_dir, "records", "default")
+        with open(os.path.join(records, "badmarks.marks"), "wb") as f:
+            f.write(b"not a marks file")
+        self.start_daemon()
+        self.wait_loaded([path])
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.assertTrue(os.path.exists(os.path.join(records, "badmarks.json")))
+        self.assertTrue(any(n.startswith("badmarks.marks.broken-") for n in os.listdir(records)))
+        with open(self.log_path) as f:
+            self.assertIn("signal marks", f.read())
+        os.kill(shim_pid, signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 15, "cleanup")
+        self.assert_crash_sequence("default", "badmarks", path, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "badmarks", sock, task_pid)
+        for name in os.listdir(records):         # what was moved aside is the admin's
+            os.unlink(os.path.join(records, name))
+
     def test_broken_records(self):
         path = self.create_task("default", "garbled")
         shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
