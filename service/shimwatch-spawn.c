@@ -22,6 +22,8 @@
 #define SPAWNER_SEND_WAIT_MS  2000
 /* how long after a deadline's kill the spawner has to report the end of the child */
 #define SPAWNER_KILL_GRACE_MS 5000
+/* how long a lost spawner, killed, is waited for before it is left to a later reaping */
+#define SPAWNER_REAP_WAIT_MS  1000
 
 /* The spawner of this process (shimwatch-spawner.h), if one was started. Once it is lost
  * (it died, or broke the protocol and was killed), commands are spawned directly again. */
@@ -322,6 +324,14 @@ timeout_cb (gpointer user_data)
 
 /* -- the spawner ------------------------------------------------------------------------- */
 
+static gboolean
+reap_later_cb (gpointer user_data)
+{
+  pid_t pid = GPOINTER_TO_INT (user_data);
+
+  return waitpid (pid, NULL, WNOHANG) == 0 ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+}
+
 /* The spawner died, or misbehaves: it is killed (it is our child and not reaped: the pid
  * is still its own) and reaped, and commands are spawned by the service from now on. Runs
  * once, whoever notices first. */
@@ -345,10 +355,21 @@ spawner_lost (const char *why)
   g_mutex_unlock (&spawner.lock);
 
   kill (pid, SIGKILL);
-  do
-    reaped = waitpid (pid, &status, 0);
-  while (reaped < 0 && errno == EINTR);
-  if (reaped != pid)
+  /* dead, or dying of the SIGKILL: a zombie within microseconds, unless it is stuck in
+   * the kernel (uninterruptible sleep), which must not stall the caller's thread */
+  for (gint64 until = g_get_monotonic_time () + SPAWNER_REAP_WAIT_MS * 1000;;)
+    {
+      reaped = waitpid (pid, &status, WNOHANG);
+      if (reaped != 0 || g_get_monotonic_time () >= until)
+        break;
+      g_usleep (1000);
+    }
+  if (reaped == 0)
+    {
+      how = g_strdup ("does not end yet (it is reaped once it does)");
+      g_timeout_add_seconds (1, reap_later_cb, GINT_TO_POINTER (pid));
+    }
+  else if (reaped != pid)
     how = g_strdup ("was reaped by someone else");
   else if (WIFSIGNALED (status))
     how = g_strdup_printf ("ended by signal %d", WTERMSIG (status));
