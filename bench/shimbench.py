@@ -276,6 +276,7 @@ class Profile:
 
     def __init__(self, args, pid, name):
         self.path = os.path.join(args.perf, name + ".data") if args.perf else None
+        self.freq = getattr(args, "perf_freq", None) or 499
         self.pid, self.proc = pid, None
 
     def __enter__(self):
@@ -285,7 +286,7 @@ class Profile:
             # the service and its spawner (helpers_of)
             pids = ",".join(str(p) for p in [self.pid] + helpers_of(self.pid))
             self.proc = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384",
-                                          "-F", "499", "-p", pids, "-o", self.path],
+                                          "-F", str(self.freq), "-p", pids, "-o", self.path],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)          # perf attaches to every thread first
         return self
@@ -1269,7 +1270,7 @@ def passthrough(args):
                  "settle_seconds", "listing_calls"):
         out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.perf:
-        out += ["--perf", os.path.abspath(args.perf)]
+        out += ["--perf", os.path.abspath(args.perf), "--perf-freq", str(args.perf_freq)]
     return out
 
 
@@ -1283,6 +1284,8 @@ def main():
     parser.add_argument("--only", help="comma-separated scenarios: single,mass,scale")
     parser.add_argument("--perf", help="record `perf record -g` profiles of the service's busy "
                         "phases into this directory (such a run's figures include perf's cost)")
+    parser.add_argument("--perf-freq", type=int, default=499,
+                        help="samples per second for --perf (more for a short window)")
     parser.add_argument("--single-n", type=int)
     parser.add_argument("--mass-n", type=int)
     parser.add_argument("--scale-n", type=int)
