@@ -34,9 +34,18 @@ struct _ShimwatchCleanup
   guint              n_deleting;
   guint              n_running;
   GQueue             waiting;      /* GTask waiting for a delete slot */
+  /* step 3's threads, one per delete slot, kept for the service's life: GLib's shared
+   * pool lets idle threads exit within a second and starts new ones for the next deaths */
+  GThreadPool       *removers;
 };
 
 G_DEFINE_TYPE (ShimwatchCleanup, shimwatch_cleanup, G_TYPE_OBJECT)
+
+static void
+pool_free_now (GThreadPool *pool)
+{
+  g_thread_pool_free (pool, TRUE, FALSE);
+}
 
 ShimwatchCleanupRequest *
 shimwatch_cleanup_request_new (void)
@@ -264,6 +273,10 @@ remove_cgroup (RunData *data)
   gint64 deadline = g_get_monotonic_time () + CGROUP_EMPTY_WAIT_US;
   guint killed;
 
+  /* runc's delete removes the cgroup from every hierarchy: then there is nothing to kill,
+   * wait for or remove (each of which would look for it in every hierarchy again) */
+  if (!shimwatch_cgroup_exists (data->cgroups, request->cgroup_path))
+    return;
   killed = shimwatch_cgroup_kill (data->cgroups, request->cgroup_path);
   if (killed > 0)
     log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
@@ -361,13 +374,35 @@ remove_state_done_cb (GObject      *source,
                          (GDestroyNotify) shimwatch_cleanup_result_free);
 }
 
+/* in one of the cleanup's own threads */
+static void
+remove_state_job (gpointer item,
+                  gpointer pool_data)
+{
+  g_autoptr(GTask) thread_task = item;
+
+  remove_state_thread (thread_task, NULL, g_task_get_task_data (thread_task), NULL);
+}
+
 static void
 remove_state (GTask *task)
 {
+  ShimwatchCleanup *self = g_task_get_source_object (task);
   g_autoptr(GTask) thread_task = g_task_new (NULL, NULL, remove_state_done_cb, task);
+  g_autoptr(GError) error = NULL;
 
   g_task_set_task_data (thread_task, g_task_get_task_data (task), NULL);
-  g_task_run_in_thread (thread_task, remove_state_thread);
+  if (self->removers == NULL)
+    {
+      g_task_run_in_thread (thread_task, remove_state_thread);
+      return;
+    }
+  /* the result comes back to this context, as from g_task_run_in_thread(); a job is
+   * queued even when the pool could not add the thread it tried to (one of its others
+   * takes it) */
+  if (!g_thread_pool_push (self->removers, g_object_ref (thread_task), &error))
+    log_step (((RunData *) g_task_get_task_data (task))->request, G_LOG_LEVEL_WARNING,
+              "cleanup threads: %s", error->message);
 }
 
 static void
@@ -448,16 +483,18 @@ queue_delete (GTask *task)
 
 /* -- step 1: kill through the pidfd ---------------------------------------------------- */
 
+/* dead: the init is dead; emptied: and the cgroup was just seen empty */
 static void
 task_dead (GTask   *task,
-           gboolean dead)
+           gboolean dead,
+           gboolean emptied)
 {
   RunData *data = g_task_get_task_data (task);
 
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
-  if (dead && data->request->cgroup_path != NULL &&
+  if (dead && !emptied && data->request->cgroup_path != NULL &&
       shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
     log_step (data->request, G_LOG_LEVEL_WARNING,
               "processes in cgroup %s outlived SIGKILL for %u ms", data->request->cgroup_path,
@@ -489,7 +526,7 @@ cgroup_poll_cb (gpointer user_data)
       shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
     return G_SOURCE_CONTINUE;
   data->cgroup_poll = 0;
-  task_dead (task, TRUE);
+  task_dead (task, TRUE, TRUE);
   return G_SOURCE_REMOVE;
 }
 
@@ -515,7 +552,7 @@ kill_timeout_cb (gpointer user_data)
   RunData *data = g_task_get_task_data (task);
 
   data->kill_timeout = 0;
-  task_dead (task, data->init_dead);
+  task_dead (task, data->init_dead, FALSE);
   return G_SOURCE_REMOVE;
 }
 
@@ -599,9 +636,23 @@ shimwatch_cleanup_new (ShimwatchLauncher   *launcher,
 {
   ShimwatchCleanup *self = g_object_new (SHIMWATCH_TYPE_CLEANUP, NULL);
 
+  g_autoptr(GError) error = NULL;
+
   self->launcher = g_object_ref (launcher);
   self->cgroups = shimwatch_cgroup_host_ref (cgroups);
   self->max_concurrent = MAX (max_concurrent, 1);
+  /* exclusive: its threads start now and stay (blocked while idle, they cost no CPU) */
+  self->removers = g_thread_pool_new (remove_state_job, NULL, (gint) self->max_concurrent,
+                                      TRUE, &error);
+  if (error != NULL)
+    {
+      g_warning ("cleanup: could start only %u of %u threads: %s",
+                 g_thread_pool_get_num_threads (self->removers), self->max_concurrent,
+                 error->message);
+      /* none at all: GLib's shared pool does the work */
+      if (g_thread_pool_get_num_threads (self->removers) == 0)
+        g_clear_pointer (&self->removers, pool_free_now);
+    }
   return self;
 }
 
@@ -610,6 +661,9 @@ shimwatch_cleanup_finalize (GObject *object)
 {
   ShimwatchCleanup *self = SHIMWATCH_CLEANUP (object);
 
+  /* every job holds the cleanup (through its task): none is left by now */
+  if (self->removers != NULL)
+    g_thread_pool_free (self->removers, FALSE, TRUE);
   g_clear_object (&self->launcher);
   g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
   G_OBJECT_CLASS (shimwatch_cleanup_parent_class)->finalize (object);
