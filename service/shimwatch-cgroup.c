@@ -298,13 +298,28 @@ normalize (const char *path)
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
+/* what normalize() leaves as it is, "/" aside: checked on every cgroup operation of a
+ * death, so without building anything */
 gboolean
 shimwatch_cgroup_path_is_valid (const char *path)
 {
-  g_autofree char *normal = normalize (path);
+  const char *p;
 
-  return normal != NULL && g_str_equal (normal, path) && !g_str_equal (normal, "/") &&
-         g_utf8_validate (path, -1, NULL) && strlen (path) < 4096;
+  if (path == NULL || path[0] != '/' || path[1] == '\0')
+    return FALSE;
+  for (p = path; *p != '\0'; )
+    {
+      const char *element = ++p;         /* after a '/' */
+      gsize length;
+
+      while (*p != '\0' && *p != '/')
+        p++;
+      length = (gsize) (p - element);
+      /* "//", a trailing "/", "." and ".." */
+      if (length == 0 || (element[0] == '.' && (length == 1 || (length == 2 && element[1] == '.'))))
+        return FALSE;
+    }
+  return (gsize) (p - path) < 4096 && g_utf8_validate (path, -1, NULL);
 }
 
 gboolean
@@ -501,6 +516,28 @@ collect_pids (const char *dir,
   closedir (children);
 }
 
+/* a small kernfs file into buf (NUL-terminated): one open and one read, none of
+ * g_file_get_contents()' stdio for a file whose size says nothing */
+static gboolean
+read_small_file (const char *path,
+                 char       *buf,
+                 gsize       size)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  gssize n;
+
+  if (fd < 0)
+    return FALSE;
+  do
+    n = read (fd, buf, size - 1);
+  while (n < 0 && errno == EINTR);
+  close (fd);
+  if (n < 0)
+    return FALSE;
+  buf[n] = '\0';
+  return TRUE;
+}
+
 static gboolean
 write_file (const char *path,
             const char *text)
@@ -594,10 +631,10 @@ shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
     {
       g_autofree char *events = g_build_filename (host->unified_mount, path, "cgroup.events",
                                                   NULL);
-      g_autofree char *contents = NULL;
+      char contents[256];
 
       /* recursive, and kept by the kernel: "populated 0" once the last process is gone */
-      if (g_file_get_contents (events, &contents, NULL, NULL))
+      if (read_small_file (events, contents, sizeof contents))
         return strstr (contents, "populated 1") != NULL;
     }
   dirs = shimwatch_cgroup_dirs (host, path);
@@ -611,17 +648,26 @@ remove_dir (const char  *dir,
             guint        depth,
             GError     **error)
 {
-  g_autoptr(GDir) children = g_dir_open (dir, 0, NULL);
-  const char *name;
+  DIR *children = depth < 32 ? opendir (dir) : NULL;
+  struct dirent *entry;
 
-  while (children != NULL && depth < 32 && (name = g_dir_read_name (children)) != NULL)
+  /* the child cgroups only: the entry tells a directory from the many control files
+   * without a stat of each */
+  while (children != NULL && (entry = readdir (children)) != NULL)
     {
-      g_autofree char *child = g_build_filename (dir, name, NULL);
+      g_autofree char *child = NULL;
 
-      if (g_file_test (child, G_FILE_TEST_IS_DIR) && !g_file_test (child, G_FILE_TEST_IS_SYMLINK) &&
-          !remove_dir (child, depth + 1, error))
-        return FALSE;
+      if (!is_child_cgroup (dir, entry))
+        continue;
+      child = g_build_filename (dir, entry->d_name, NULL);
+      if (!remove_dir (child, depth + 1, error))
+        {
+          closedir (children);
+          return FALSE;
+        }
     }
+  if (children != NULL)
+    closedir (children);
   if (g_rmdir (dir) != 0 && errno != ENOENT)
     {
       int saved_errno = errno;

@@ -191,6 +191,24 @@ test_overlap (void)
   g_assert_false (shimwatch_cgroup_path_is_valid ("/a/../b"));
   g_assert_false (shimwatch_cgroup_path_is_valid ("/a/"));
   g_assert_false (shimwatch_cgroup_path_is_valid ("a"));
+  g_assert_false (shimwatch_cgroup_path_is_valid (""));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("//a"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a//b"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a/./b"));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/."));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a/.."));
+  g_assert_false (shimwatch_cgroup_path_is_valid ("/a/\xff"));
+  g_assert_true (shimwatch_cgroup_path_is_valid ("/a/..."));
+  g_assert_true (shimwatch_cgroup_path_is_valid ("/a/.b/c.."));
+  g_assert_true (shimwatch_cgroup_path_is_valid ("/a"));
+  {
+    g_autofree char *long_path = g_strnfill (4096, 'a');
+
+    long_path[0] = '/';
+    g_assert_false (shimwatch_cgroup_path_is_valid (long_path));
+    long_path[4095] = '\0';
+    g_assert_true (shimwatch_cgroup_path_is_valid (long_path));
+  }
 }
 
 static void
@@ -254,6 +272,76 @@ test_kill_by_procs (void)
   g_assert_cmpint (system (cmd), ==, 0);
 }
 
+static void
+write_text (const char *dir,
+            const char *name,
+            const char *text)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+}
+
+static char *
+read_text (const char *dir,
+           const char *name)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  char *text = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  return text;
+}
+
+/* cgroup2: cgroup.events says whether anything runs (in the subtree), cgroup.kill kills
+ * it; where cgroup.events is missing, cgroup.procs is read as on v1 */
+static void
+test_unified_files (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("swcgroup-XXXXXX", NULL);
+  g_autofree char *task = g_build_filename (root, "shimwatch", "default", "t01", NULL);
+  g_autofree char *text = NULL;
+  g_autofree char *cmd = NULL;
+  const char *mounts[] = { root, NULL };
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, mounts, root, NULL,
+                               SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  const char *path = "/shimwatch/default/t01";
+
+  g_assert_no_errno (g_mkdir_with_parents (task, 0755));
+  /* the kernel's cgroup.procs lists only the cgroup's own processes: the events file
+   * is the one that counts the subtree */
+  write_text (task, "cgroup.procs", "");
+  write_text (task, "cgroup.events", "populated 1\nfrozen 0\n");
+  write_text (task, "cgroup.kill", "");
+  g_assert_true (shimwatch_cgroup_exists (host, path));
+  g_assert_true (shimwatch_cgroup_is_populated (host, path));
+  g_assert_cmpuint (shimwatch_cgroup_kill (host, path), ==, 1);
+  text = read_text (task, "cgroup.kill");
+  g_assert_cmpstr (text, ==, "1");
+  g_clear_pointer (&text, g_free);
+
+  write_text (task, "cgroup.events", "populated 0\nfrozen 0\n");
+  g_assert_false (shimwatch_cgroup_is_populated (host, path));
+  write_text (task, "cgroup.kill", "");
+  g_assert_cmpuint (shimwatch_cgroup_kill (host, path), ==, 0);
+
+  /* no cgroup.events (a kernel before 4.something): cgroup.procs, as on v1 */
+  cmd = g_strdup_printf ("rm '%s/cgroup.events'", task);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+  g_assert_false (shimwatch_cgroup_is_populated (host, path));
+  text = g_strdup_printf ("%d\n", (int) getpid ());
+  write_text (task, "cgroup.procs", text);
+  g_assert_true (shimwatch_cgroup_is_populated (host, path));
+
+  g_assert_false (shimwatch_cgroup_exists (host, "/shimwatch/default/t02"));
+  g_assert_false (shimwatch_cgroup_is_populated (host, "/shimwatch/default/t02"));
+
+  cmd = g_strdup_printf ("rm -rf '%s'", root);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -267,5 +355,6 @@ main (int    argc,
   g_test_add_func ("/cgroup/resolve/own-cgroup", test_own_cgroup_refused);
   g_test_add_func ("/cgroup/overlap", test_overlap);
   g_test_add_func ("/cgroup/kill-by-procs", test_kill_by_procs);
+  g_test_add_func ("/cgroup/unified-files", test_unified_files);
   return g_test_run ();
 }
