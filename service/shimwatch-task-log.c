@@ -1081,10 +1081,13 @@ mark_from_spare (ShimwatchTaskLog *self,
   gboolean written;
   int fd;
 
-  fd = open (spare, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+  /* no O_TRUNC: ext4 writes back a file truncated to 0 when it is closed (auto_da_alloc),
+   * which cost more than the rest of the task's end; the file is empty from its making,
+   * and whatever an interrupted earlier end wrote is cut to this end's length */
+  fd = open (spare, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return FALSE;
-  written = write (fd, when, length) == (gssize) length;
+  written = pwrite (fd, when, length, 0) == (gssize) length && ftruncate (fd, (off_t) length) == 0;
   close (fd);
   return written && rename (spare, mark) == 0;
 }

@@ -286,6 +286,31 @@ test_capture (Fixture       *f,
   g_assert_cmpint (g_ascii_strtoll (mark, NULL, 10), >, 0);
 }
 
+/* a spare that still holds what an end that stopped before its rename wrote: the mark
+ * holds this end's time, and nothing of the earlier one */
+static void
+test_mark_from_used_spare (Fixture       *f,
+                           gconstpointer  data)
+{
+  g_autofree char *spare = g_build_filename (f->log_dir, SHIMWATCH_TASK_LOG_DELETED_SPARE, NULL);
+  g_autofree char *mark = NULL;
+  g_autofree char *expected = NULL;
+  gint64 before = g_get_real_time ();
+  gint64 when;
+  char *end = NULL;
+
+  g_assert_true (g_file_set_contents (spare, "1234567890123456789012345678901234567890\n", -1,
+                                      NULL));
+  shimwatch_task_log_finish (f->log);
+  g_assert_false (g_file_test (spare, G_FILE_TEST_EXISTS));
+  mark = read_file (f, SHIMWATCH_TASK_LOG_DELETED_MARK);
+  when = g_ascii_strtoll (mark, &end, 10);
+  g_assert_cmpint (when, >=, before);
+  g_assert_cmpint (when, <=, g_get_real_time ());
+  expected = g_strdup_printf ("%" G_GINT64_FORMAT "\n", when);
+  g_assert_cmpstr (mark, ==, expected);
+}
+
 static void
 total_size (Fixture *f,
             guint64 *total,
@@ -634,6 +659,8 @@ main (int    argc,
   g_test_add_func ("/task-log/options", test_options);
   g_test_add ("/task-log/capture", Fixture, NULL, fixture_setup, test_capture,
               fixture_teardown);
+  g_test_add ("/task-log/mark-from-used-spare", Fixture, NULL, fixture_setup,
+              test_mark_from_used_spare, fixture_teardown);
   g_test_add ("/task-log/rotation", Fixture, &small, fixture_setup, test_rotation,
               fixture_teardown);
   g_test_add ("/task-log/readers", Fixture, NULL, fixture_setup, test_readers,
