@@ -228,9 +228,64 @@ add_string (GVariantBuilder *builder,
             const char      *key,
             const char      *value)
 {
-  g_autofree char *valid = g_utf8_make_valid (value, -1);
+  g_autofree char *valid = NULL;
 
-  g_variant_builder_add (builder, "{sv}", key, g_variant_new_string (valid));
+  if (!g_utf8_validate (value, -1, NULL))
+    value = valid = g_utf8_make_valid (value, -1);
+  g_variant_builder_add (builder, "{sv}", key, g_variant_new_string (value));
+}
+
+/* a string as g_variant_print() writes it, for what is printable ASCII (every name and
+ * reason of ours); FALSE for anything else, which g_variant_print() itself escapes */
+static gboolean
+append_quoted (GString    *out,
+               const char *value)
+{
+  char quote = strchr (value, '\'') != NULL ? '"' : '\'';
+
+  g_string_append_c (out, quote);
+  for (const char *p = value; *p != '\0'; p++)
+    {
+      if (*p < 0x20 || *p > 0x7e)
+        return FALSE;
+      if (*p == quote || *p == '\\')
+        g_string_append_c (out, '\\');
+      g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, quote);
+  return TRUE;
+}
+
+/* the line g_variant_print (entry, TRUE) gives for the entry shimwatch_history_add()
+ * builds of the same event, without printing a GVariant: the history's file format;
+ * FALSE (and out as it was) where a string needs more than printable ASCII */
+static gboolean
+append_line (GString                     *out,
+             const ShimwatchHistoryEvent *event,
+             guint64                      time)
+{
+  gsize start = out->len;
+  gboolean ok;
+
+  g_string_append_printf (out, "{'time': <uint64 %" G_GUINT64_FORMAT ">, 'event': <", time);
+  ok = append_quoted (out, event->event);
+  g_string_append (out, ">, 'namespace': <");
+  ok = ok && append_quoted (out, event->namespace_);
+  g_string_append (out, ">, 'id': <");
+  ok = ok && append_quoted (out, event->id);
+  g_string_append_printf (out, ">, 'pid': <uint32 %u>", event->pid);
+  if (event->has_exit_status)
+    g_string_append_printf (out, ", 'exit_status': <uint32 %u>", event->exit_status);
+  if (ok && event->reason != NULL && event->reason[0] != '\0')
+    {
+      g_string_append (out, ", 'reason': <");
+      ok = append_quoted (out, event->reason);
+      g_string_append_c (out, '>');
+    }
+  g_string_append (out, "}\n");
+  if (!ok)
+    g_string_truncate (out, start);
+  return ok;
 }
 
 void
@@ -239,15 +294,14 @@ shimwatch_history_add (ShimwatchHistory            *self,
 {
   GVariantBuilder builder;
   GVariant *entry;
-  g_autofree char *line = NULL;
+  guint64 time;
 
   g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
   g_return_if_fail (event->event != NULL && event->namespace_ != NULL && event->id != NULL);
 
+  time = (guint64) (event->time != 0 ? event->time : g_get_real_time ());
   g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
-  g_variant_builder_add (&builder, "{sv}", "time",
-                         g_variant_new_uint64 ((guint64) (event->time != 0 ? event->time
-                                                                           : g_get_real_time ())));
+  g_variant_builder_add (&builder, "{sv}", "time", g_variant_new_uint64 (time));
   add_string (&builder, "event", event->event);
   add_string (&builder, "namespace", event->namespace_);
   add_string (&builder, "id", event->id);
@@ -262,9 +316,13 @@ shimwatch_history_add (ShimwatchHistory            *self,
 
   if (self->path == NULL)
     return;
-  line = g_variant_print (entry, TRUE);
-  g_string_append (self->pending_lines, line);
-  g_string_append_c (self->pending_lines, '\n');
+  if (!append_line (self->pending_lines, event, time))
+    {
+      g_autofree char *line = g_variant_print (entry, TRUE);
+
+      g_string_append (self->pending_lines, line);
+      g_string_append_c (self->pending_lines, '\n');
+    }
   schedule (self);
 }
 
@@ -337,20 +395,20 @@ void
 shimwatch_history_set_counters (ShimwatchHistory        *self,
                                 const ShimwatchCounters *counters)
 {
-  g_autoptr(GKeyFile) file = NULL;
-
   g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
 
   self->counters = *counters;
   if (self->counters_path == NULL)
     return;
-  file = g_key_file_new ();
-  g_key_file_set_uint64 (file, COUNTERS_GROUP, "DisconnectCount", counters->disconnects);
-  g_key_file_set_uint64 (file, COUNTERS_GROUP, "ReapCount", counters->reaps);
-  g_key_file_set_uint64 (file, COUNTERS_GROUP, "CleanupFailureCount",
-                         counters->cleanup_failures);
+  /* the key file GKeyFile writes (and load_counters() reads), without building one at
+   * every death */
   g_free (self->pending_counters);
-  self->pending_counters = g_key_file_to_data (file, NULL, NULL);
+  self->pending_counters =
+    g_strdup_printf ("[" COUNTERS_GROUP "]\n"
+                     "DisconnectCount=%" G_GUINT64_FORMAT "\n"
+                     "ReapCount=%" G_GUINT64_FORMAT "\n"
+                     "CleanupFailureCount=%" G_GUINT64_FORMAT "\n",
+                     counters->disconnects, counters->reaps, counters->cleanup_failures);
   schedule (self);
 }
 

@@ -172,6 +172,63 @@ test_survives (Fixture       *fixture,
   g_assert_cmpuint (loaded.cleanup_failures, ==, 1);
 }
 
+/* the file holds one line per event, each what g_variant_print (entry, TRUE) gives for
+ * the entry GetHistory returns: the on-disk format of every version so far */
+static void
+test_file_format (Fixture       *fixture,
+                  gconstpointer  data)
+{
+  g_autofree char *path = g_build_filename (fixture->dir, "history", NULL);
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  g_autoptr(GVariant) all = NULL;
+  g_autofree char *contents = NULL;
+  g_auto(GStrv) lines = NULL;
+  static const ShimwatchHistoryEvent events[] = {
+    { .event = "create", .namespace_ = "default", .id = "web" },
+    { .event = "start", .namespace_ = "k8s.io", .id = "a_b-c.d", .pid = 4294967295u },
+    { .event = "exit", .namespace_ = "default", .id = "web", .pid = 10, .has_exit_status = TRUE,
+      .exit_status = 137, .reason = "shim-died" },
+    { .event = "exit", .namespace_ = "default", .id = "web", .has_exit_status = TRUE,
+      .exit_status = 0, .reason = "" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .time = 1,
+      .has_exit_status = TRUE, .reason = "the shim's delete command failed or timed out" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .time = G_MAXINT64,
+      .reason = "say \"no\"" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "both ' and \"" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "back\\slash" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "tab\tand\nnewline" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "caf\xc3\xa9 \x7f" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "not \xff UTF-8" },
+    { .event = "reap", .namespace_ = "default", .id = "web", .reason = "~ !#$%&()*+,-./:;<=>?@[]^_`{|}" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (events); i++)
+    shimwatch_history_add (history, &events[i]);
+  shimwatch_history_sync (history);
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_assert_cmpuint (g_variant_n_children (all), ==, G_N_ELEMENTS (events));
+  g_assert_true (g_file_get_contents (path, &contents, NULL, NULL));
+  lines = g_strsplit (contents, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, G_N_ELEMENTS (events) + 1);
+  for (guint i = 0; i < G_N_ELEMENTS (events); i++)
+    {
+      g_autoptr(GVariant) entry = g_variant_get_child_value (all, i);
+      g_autofree char *printed = g_variant_print (entry, TRUE);
+
+      g_assert_cmpstr (lines[i], ==, printed);
+    }
+  g_assert_cmpstr (lines[G_N_ELEMENTS (events)], ==, "");
+  /* and what a later version gets back from the file */
+  g_clear_object (&history);
+  history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  {
+    g_autoptr(GVariant) loaded = g_variant_ref_sink (shimwatch_history_query (history, NULL,
+                                                                             NULL, 0));
+
+    g_assert_true (g_variant_equal (loaded, all));
+  }
+}
+
 static void
 test_broken_lines (Fixture       *fixture,
                    gconstpointer  data)
@@ -282,6 +339,8 @@ main (int    argc,
   g_test_add ("/history/capacity", Fixture, NULL, fixture_set_up, test_capacity,
               fixture_tear_down);
   g_test_add ("/history/survives", Fixture, NULL, fixture_set_up, test_survives,
+              fixture_tear_down);
+  g_test_add ("/history/file-format", Fixture, NULL, fixture_set_up, test_file_format,
               fixture_tear_down);
   g_test_add ("/history/broken-lines", Fixture, NULL, fixture_set_up, test_broken_lines,
               fixture_tear_down);
