@@ -101,6 +101,11 @@ def helpers_of(pid):
     return found
 
 
+def helpers_cpu_seconds(pid):
+    """CPU seconds of the service's helper processes alone (in cpu_seconds too)."""
+    return sum(st[2] for st in map(proc_stat, helpers_of(pid)) if st is not None)
+
+
 def cpu_seconds(pid, children=False):
     """CPU seconds of pid and of its helper processes (the spawner: see helpers_of), with
     those of their reaped children if asked: what `shim start` and `shim delete` used is
@@ -821,7 +826,7 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
     tasks = tasks_of(ids)
     time.sleep(2)
     idle_cpu, rss = idle_window(pid, idle_seconds)
-    cpu_before = {"own": cpu_seconds(pid),
+    cpu_before = {"own": cpu_seconds(pid), "helpers": helpers_cpu_seconds(pid),
                   "tree": cpu_seconds(pid, children=True) +
                   sum(cpu_seconds(p, children=True) for p in extra_pids)}
     with profile or Profile(argparse.Namespace(perf=None), 0, ""):
@@ -829,7 +834,7 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
         kill_by_pid([t["ShimPid"] for t in tasks.values()])
         wait_deleted(ids, 300)
         done = time.monotonic()
-    cpu_after = {"own": cpu_seconds(pid),
+    cpu_after = {"own": cpu_seconds(pid), "helpers": helpers_cpu_seconds(pid),
                  "tree": cpu_seconds(pid, children=True) +
                  sum(cpu_seconds(p, children=True) for p in extra_pids)}
     last_exit = max(first_exit(i) for i in ids) - killed
@@ -842,6 +847,8 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
             "window_s": done - killed, "leftovers": sum(left.values()), "leftover_kinds": left,
             "cpu_total_s": cpu_after["tree"] - cpu_before["tree"],
             "cpu_own_s": cpu_after["own"] - cpu_before["own"],
+            # the spawner's part of cpu_own_s
+            "cpu_spawner_s": cpu_after["helpers"] - cpu_before["helpers"],
             "idle_cpu_percent": idle_cpu, "rss_kib": rss}
 
 
@@ -1001,12 +1008,13 @@ def unit_scale(ws, args):
         # n deaths at once
         tasks = sw.tasks()
         with Profile(args, sw.pid, f"scale-{n}-deaths"):
-            cpu0 = cpu_seconds(sw.pid)
+            cpu0, spawner0 = cpu_seconds(sw.pid), helpers_cpu_seconds(sw.pid)
             killed = time.monotonic()
             kill_by_pid([tasks[i]["ShimPid"] for i in ids])
             watch.wait_deleted(ids, 300)
         f["mass_last_delete_s"] = max(watch.first("TaskDelete", i) for i in ids) - killed
         f["mass_cpu_own_s"] = cpu_seconds(sw.pid) - cpu0
+        f["mass_cpu_spawner_s"] = helpers_cpu_seconds(sw.pid) - spawner0   # part of the above
         time.sleep(2)          # late duplicates would show
         left = sw.leftovers({i: tasks[i] for i in ids})
         f["mass_leftovers"], f["mass_leftover_kinds"] = sum(left.values()), left
