@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-bundle.h"
@@ -264,10 +265,12 @@ void
 shimwatch_manager_load (ShimwatchManager *self)
 {
   gint64 started = g_get_monotonic_time ();
+  struct timespec cpu_started, cpu_done;
 
   g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
   g_return_if_fail (self->records == NULL);
 
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &cpu_started);
   /* one pass over what is on disk now: no shim is contacted, nothing is sent */
   self->recorded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->broken = g_ptr_array_new_with_free_func (g_free);
@@ -297,9 +300,13 @@ shimwatch_manager_load (ShimwatchManager *self)
   g_dbus_object_manager_server_set_connection (self->object_manager,
                                                shimwatch_publisher_get_connection (self->publisher));
   shimwatch_manager_update_shim_count (self);
-  g_message ("%u recorded tasks loaded in %.1f ms; their shims are reached once the bus "
-             "name is owned", self->to_reach->len,
-             (double) (g_get_monotonic_time () - started) / 1000.0);
+  /* the CPU time too: on a busy machine the wall time says more of the others' load */
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &cpu_done);
+  g_message ("%u recorded tasks loaded in %.1f ms (%.1f ms of CPU); their shims are reached "
+             "once the bus name is owned", self->to_reach->len,
+             (double) (g_get_monotonic_time () - started) / 1000.0,
+             (double) (cpu_done.tv_sec - cpu_started.tv_sec) * 1000.0 +
+             (double) (cpu_done.tv_nsec - cpu_started.tv_nsec) / 1e6);
 }
 
 void
