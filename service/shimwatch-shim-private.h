@@ -25,6 +25,8 @@ G_BEGIN_DECLS
 
 #define RPC_TIMEOUT_MS      10000
 #define SHUTDOWN_TIMEOUT_MS 3000
+/* a recorded shim's start time, before anyone asked (shimwatch_shim_is_shim_process()) */
+#define SHIM_START_TIME_UNREAD G_MAXUINT64
 
 struct _ShimwatchShim
 {
@@ -39,7 +41,8 @@ struct _ShimwatchShim
   char                *task_dir;
   char                *cgroup_path;      /* NULL: unknown (a record from before) */
   guint64              task_start_time;
-  guint64              shim_start_time;  /* tells the shim from a later process with its pid */
+  guint64              shim_start_time;  /* tells the shim from a later process with its pid;
+                                          * SHIM_START_TIME_UNREAD until first needed */
 
   ShimwatchShimHandle *handle;
   gulong               closed_id;

@@ -24,8 +24,9 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
 
   self->persistent = TRUE;
   self->task_start_time = record->task_start_time;
-  /* until its shim answers again: whatever runs under the recorded pid now */
-  self->shim_start_time = shimwatch_process_start_time (record->shim_pid);
+  /* until its shim answers again: whatever runs under the recorded pid when an event
+   * first comes from it (read then, not for every record before the name is owned) */
+  self->shim_start_time = SHIM_START_TIME_UNREAD;
   self->exit = record->exit;
   /* Status and which signals went out; a pending signal that did not go out was undone
    * when the record was loaded */
@@ -56,11 +57,18 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
       shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
       shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
     }
-  /* the task's init may still run: watch it again, unless its pid now names another process */
-  if (record->task_pid > 0 && !record->exit_emitted &&
-      shimwatch_process_start_time (record->task_pid) == record->task_start_time &&
-      record->task_start_time != 0)
-    self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+  /* the task's init may still run: watch it again, unless its pid now names another
+   * process. The pidfd first: the start time read after it is the process it holds. */
+  if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0)
+    {
+      self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+      if (self->task_pidfd >= 0 &&
+          shimwatch_process_start_time (record->task_pid) != record->task_start_time)
+        {
+          close (self->task_pidfd);
+          self->task_pidfd = -1;
+        }
+    }
   if (self->task_pidfd >= 0)
     shimwatch_shim_find_cgroup (self, record->task_pid);
   return self;

@@ -1107,6 +1107,9 @@ shimwatch_shim_is_shim_process (ShimwatchShim *self,
   shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
   if (shim_pid == 0 || pid != shim_pid)
     return FALSE;
+  /* a recorded shim not reached again yet: whatever runs under its pid now, once */
+  if (self->shim_start_time == SHIM_START_TIME_UNREAD)
+    self->shim_start_time = shimwatch_process_start_time (shim_pid);
   /* a shim already gone when it was attached has no start time: its pid is all there is */
   return self->shim_start_time == 0 || start_time == self->shim_start_time;
 }

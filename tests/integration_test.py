@@ -1054,6 +1054,50 @@ class HostileInputTests(ShimwatchTestCase):
             self.assertIn("is not an executable containerd-shim-* in the runtime directories",
                           f.read())
 
+    def test_recorded_task_pid_is_trusted_with_its_start_time_only(self):
+        """A record's task_pid is watched again (and killed with its dead shim's task) only
+        while it names the process the record describes, by its start time: a process that
+        has the pid since is left alone."""
+        def start_time(pid):
+            with open(f"/proc/{pid}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[19])
+
+        cases = {"reused": False, "adopted": True}
+        paths, shims, sleepers = {}, {}, {}
+        try:
+            for task_id in cases:
+                paths[task_id] = self.create_task("default", task_id)
+                shims[task_id] = self.prop(paths[task_id], "ShimPid")
+                self.socket_of(paths[task_id])
+                sleepers[task_id] = subprocess.Popen(["sleep", "100000"])
+            self.stop_daemon()
+            for task_id, same_start in cases.items():
+                os.kill(shims[task_id], signal.SIGKILL)
+                record_path = os.path.join(self.runtime_dir, "records", "default",
+                                           task_id + ".json")
+                with open(record_path) as f:
+                    record = json.load(f)
+                pid = sleepers[task_id].pid
+                record["task_pid"] = pid
+                if same_start:
+                    record["task_start_time"] = start_time(pid)
+                else:
+                    self.assertNotEqual(record["task_start_time"], start_time(pid))
+                with open(record_path, "w") as f:
+                    json.dump(record, f)
+            self.start_daemon()
+            for task_id in cases:
+                wait_until(lambda: self.signals.named("TaskDelete", container_id=task_id), 15,
+                           f"TaskDelete of {task_id}")
+            # the adopted one was killed through its pidfd as the dead shim's task
+            self.assertEqual(sleepers["adopted"].wait(timeout=10), -signal.SIGKILL)
+            self.assertIsNone(sleepers["reused"].poll(),
+                              "a process that only has a recorded task's pid was killed")
+        finally:
+            for sleeper in sleepers.values():
+                sleeper.kill()
+                sleeper.wait()
+
     def test_stdio_options_are_checked_before_anything_starts(self):
         """Item 12: a relative path got as far as a started shim; only known schemes."""
         outside = os.path.join(self.dir, "logger")
