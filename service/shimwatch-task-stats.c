@@ -44,23 +44,85 @@ v1_dir (const char *cgroup_root,
   return g_build_filename (hierarchy, path, NULL);
 }
 
+/* Which hierarchies the host mounts is the same for every task: looked up once a second at
+ * most, not five times per task (a restart finds a thousand tasks at once), and still seen
+ * to change when an admin mounts a hierarchy later. Only the host's own root is kept. */
+#define LAYOUT_MAX_AGE G_USEC_PER_SEC
+
+typedef struct {
+  gint64   checked_at;   /* 0: never */
+  gboolean v2;
+  gboolean unified, memory, cpuacct, pids;
+} Layout;
+
+static Layout
+host_layout (const char *cgroup_root)
+{
+  G_LOCK_DEFINE_STATIC (host);
+  static Layout host;
+  Layout layout = { 0 };
+  gint64 now = g_get_monotonic_time ();
+  gboolean own_root = g_str_equal (cgroup_root, SHIMWATCH_CGROUP_ROOT);
+
+  G_LOCK (host);
+  if (own_root && host.checked_at != 0 && now - host.checked_at < LAYOUT_MAX_AGE)
+    {
+      layout = host;
+      G_UNLOCK (host);
+      return layout;
+    }
+  G_UNLOCK (host);
+
+  layout.checked_at = now;
+  layout.v2 = is_v2 (cgroup_root);
+  if (!layout.v2)
+    {
+      g_autofree char *unified = v1_dir (cgroup_root, "unified", "");
+      g_autofree char *memory = v1_dir (cgroup_root, "memory", "");
+      g_autofree char *cpuacct = v1_dir (cgroup_root, "cpuacct", "");
+      g_autofree char *pids = v1_dir (cgroup_root, "pids", "");
+
+      layout.unified = unified != NULL;
+      layout.memory = memory != NULL;
+      layout.cpuacct = cpuacct != NULL;
+      layout.pids = pids != NULL;
+    }
+  if (own_root)
+    {
+      G_LOCK (host);
+      host = layout;
+      G_UNLOCK (host);
+    }
+  return layout;
+}
+
+static char *
+dir_if (gboolean    mounted,
+        const char *cgroup_root,
+        const char *mount_name,
+        const char *path)
+{
+  return mounted ? g_build_filename (cgroup_root, mount_name, path, NULL) : NULL;
+}
+
 ShimwatchTaskCgroup *
 shimwatch_task_cgroup_new_for_path (const char *cgroup_root,
                                     const char *path)
 {
   ShimwatchTaskCgroup *cgroup = g_new0 (ShimwatchTaskCgroup, 1);
+  Layout layout = host_layout (cgroup_root);
 
   cgroup->path = g_strdup (path);
-  cgroup->v2 = is_v2 (cgroup_root);
+  cgroup->v2 = layout.v2;
   if (cgroup->v2)
     {
       cgroup->unified = g_build_filename (cgroup_root, path, NULL);
       return cgroup;
     }
-  cgroup->unified = v1_dir (cgroup_root, "unified", path);
-  cgroup->memory = v1_dir (cgroup_root, "memory", path);
-  cgroup->cpuacct = v1_dir (cgroup_root, "cpuacct", path);
-  cgroup->pids = v1_dir (cgroup_root, "pids", path);
+  cgroup->unified = dir_if (layout.unified, cgroup_root, "unified", path);
+  cgroup->memory = dir_if (layout.memory, cgroup_root, "memory", path);
+  cgroup->cpuacct = dir_if (layout.cpuacct, cgroup_root, "cpuacct", path);
+  cgroup->pids = dir_if (layout.pids, cgroup_root, "pids", path);
   return cgroup;
 }
 
