@@ -82,6 +82,27 @@ task_json_end (JsonBuilder *builder)
   ctl_print_json (root, TRUE);
 }
 
+/* --json for a call that ended @task: its exit status, and when it exited if the call
+ * says (@exited_at may be NULL) */
+static void
+task_json_exit (const Task    *task,
+                guint32        status,
+                const guint64 *exited_at)
+{
+  g_autoptr(JsonBuilder) builder = task_json_begin (task);
+
+  json_builder_set_member_name (builder, "exit_status");
+  json_builder_add_int_value (builder, status);
+  if (exited_at != NULL)
+    {
+      guint64 when = *exited_at;
+
+      json_builder_set_member_name (builder, "exited_at");
+      json_builder_add_int_value (builder, (gint64) when);
+    }
+  task_json_end (builder);
+}
+
 /* every property of a Shim object, as a JSON object with snake_case members */
 static void
 add_properties_json (JsonBuilder *builder,
@@ -772,11 +793,7 @@ ctl_cmd_stop (Ctl   *ctl,
   g_variant_get (reply, "(u)", &status);
   if (ctl->json)
     {
-      g_autoptr(JsonBuilder) builder = task_json_begin (&task);
-
-      json_builder_set_member_name (builder, "exit_status");
-      json_builder_add_int_value (builder, status);
-      task_json_end (builder);
+      task_json_exit (&task, status, NULL);
       return CTL_EXIT_OK;
     }
   status_text = ctl_format_exit_status (status);
@@ -954,13 +971,7 @@ ctl_cmd_delete (Ctl   *ctl,
   g_variant_get (reply, "(ut)", &status, &exited_at);
   if (ctl->json)
     {
-      g_autoptr(JsonBuilder) builder = task_json_begin (&task);
-
-      json_builder_set_member_name (builder, "exit_status");
-      json_builder_add_int_value (builder, status);
-      json_builder_set_member_name (builder, "exited_at");
-      json_builder_add_int_value (builder, (gint64) exited_at);
-      task_json_end (builder);
+      task_json_exit (&task, status, &exited_at);
       return CTL_EXIT_OK;
     }
   status_text = ctl_format_exit_status (status);
@@ -1006,11 +1017,7 @@ ctl_cmd_reap (Ctl   *ctl,
   g_variant_get (reply, "(u)", &status);
   if (ctl->json)
     {
-      g_autoptr(JsonBuilder) builder = task_json_begin (&task);
-
-      json_builder_set_member_name (builder, "exit_status");
-      json_builder_add_int_value (builder, status);
-      task_json_end (builder);
+      task_json_exit (&task, status, NULL);
       return CTL_EXIT_OK;
     }
   status_text = ctl_format_exit_status (status);
