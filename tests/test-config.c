@@ -194,6 +194,45 @@ test_out_of_range (void)
   g_unlink (path);
 }
 
+/* a value that is not of its key's type: the error names the file, the group (but the main
+ * one) and the key, and nothing of the file is applied */
+static void
+test_wrong_type (void)
+{
+  static const struct {
+    const char *text;
+    const char *prefix;      /* after "<file>: ", before GLib's own words */
+  } cases[] = {
+    { "[Service]\nCleanupTimeout=soon\n", "CleanupTimeout: " },
+    { "[Service]\nHealthInterval=\n", "HealthInterval: " },
+    { "[Service]\nRuntimeDirectory=/run/x\nTaskLogMaxSize=1MiB\n", "TaskLogMaxSize: " },
+    { "[Containerd]\nEnable=maybe\n", "[Containerd] Enable: " },
+    { "[Containerd]\nStateDirectory=/run/y\nGrace=5s\n", "[Containerd] Grace: " },
+  };
+  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  int fd;
+
+  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+      g_autofree char *expected = g_strdup_printf ("%s: %s", path, cases[i].prefix);
+
+      g_assert_true (g_file_set_contents (path, cases[i].text, -1, &error));
+      g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
+      g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+      g_assert_true (g_str_has_prefix (error->message, expected));
+      g_assert_cmpuint (strlen (error->message), >, strlen (expected));
+      g_clear_error (&error);
+      assert_same_config (config, defaults);
+    }
+  g_unlink (path);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -204,5 +243,6 @@ main (int    argc,
   g_test_add_func ("/config/example/as-shipped", test_example_as_shipped);
   g_test_add_func ("/config/example/uncommented", test_example_uncommented);
   g_test_add_func ("/config/out-of-range", test_out_of_range);
+  g_test_add_func ("/config/wrong-type", test_wrong_type);
   return g_test_run ();
 }
