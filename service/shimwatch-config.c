@@ -115,6 +115,35 @@ absolute_dir (const char  *key,
   return FALSE;
 }
 
+/* how an error names a key's group: the main group's keys go by their name alone */
+static char *
+key_section (const char *group)
+{
+  return g_str_equal (group, SHIMWATCH_CONFIG_GROUP) ? g_strdup ("")
+                                                     : g_strdup_printf ("[%s] ", group);
+}
+
+/* @key of @group into @var, with @getter, when the file sets it (@var is left alone when
+ * not); a value that is not of the key's type makes the caller return FALSE, with an
+ * error that names the file and the key. Needs @file, @path and @error in scope. */
+#define READ_KEY(getter, group, key, var)                                                  \
+  G_STMT_START {                                                                           \
+    if (g_key_file_has_key (file, group, key, NULL))                                       \
+      {                                                                                    \
+        GError *read_error = NULL;                                                         \
+                                                                                           \
+        var = getter (file, group, key, &read_error);                                      \
+        if (read_error != NULL)                                                            \
+          {                                                                                \
+            g_autofree char *section = key_section (group);                                \
+                                                                                           \
+            g_propagate_prefixed_error (error, read_error, "%s: %s%s: ", path, section,    \
+                                        key);                                              \
+            return FALSE;                                                                  \
+          }                                                                                \
+      }                                                                                    \
+  } G_STMT_END
+
 /* @value of @key, when the file sets it, lies in @min..@max; else an error that names the
  * file, the key and its range (@unit after the numbers: " seconds", or "") */
 static gboolean
@@ -132,9 +161,7 @@ check_range (GKeyFile    *file,
 
   if (!g_key_file_has_key (file, group, key, NULL) || (value >= min && value <= max))
     return TRUE;
-  /* keys of the main group go by their name alone */
-  section = g_str_equal (group, SHIMWATCH_CONFIG_GROUP) ? g_strdup ("")
-                                                        : g_strdup_printf ("[%s] ", group);
+  section = key_section (group);
   g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
                "%s: %s%s must be %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT "%s", path, section,
                key, min, max, unit);
@@ -235,7 +262,6 @@ load_containerd_group (ShimwatchConfig  *config,
                        GError          **error)
 {
   const char *group = SHIMWATCH_CONFIG_CONTAINERD_GROUP;
-  g_autoptr(GError) local_error = NULL;
   g_autofree char *state_dir = NULL;
   g_autofree char *address = NULL;
   g_autofree char *containerd_config = NULL;
@@ -245,27 +271,12 @@ load_containerd_group (ShimwatchConfig  *config,
 
   if (!g_key_file_has_group (file, group))
     return TRUE;
-#define READ(getter, var, key)                                                              \
-  G_STMT_START {                                                                            \
-    if (g_key_file_has_key (file, group, key, NULL))                                        \
-      {                                                                                     \
-        var = getter (file, group, key, &local_error);                                      \
-        if (local_error != NULL)                                                            \
-          {                                                                                 \
-            g_propagate_prefixed_error (error, g_steal_pointer (&local_error),              \
-                                        "%s: [%s] %s: ", path, group, key);                 \
-            return FALSE;                                                                   \
-          }                                                                                 \
-      }                                                                                     \
-  } G_STMT_END
-
-  READ (g_key_file_get_boolean, enable, "Enable");
-  READ (g_key_file_get_string, state_dir, "StateDirectory");
-  READ (g_key_file_get_string, address, "Address");
-  READ (get_string_list, namespaces, "Namespaces");
-  READ (g_key_file_get_int64, grace, "Grace");
-  READ (g_key_file_get_string, containerd_config, "Config");
-#undef READ
+  READ_KEY (g_key_file_get_boolean, group, "Enable", enable);
+  READ_KEY (g_key_file_get_string, group, "StateDirectory", state_dir);
+  READ_KEY (g_key_file_get_string, group, "Address", address);
+  READ_KEY (get_string_list, group, "Namespaces", namespaces);
+  READ_KEY (g_key_file_get_int64, group, "Grace", grace);
+  READ_KEY (g_key_file_get_string, group, "Config", containerd_config);
 
   if ((state_dir != NULL && !absolute_dir ("[Containerd] StateDirectory", state_dir, error)) ||
       (address != NULL && !absolute_dir ("[Containerd] Address", address, error)) ||
@@ -308,6 +319,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
                             gboolean          must_exist,
                             GError          **error)
 {
+  const char *group = SHIMWATCH_CONFIG_GROUP;
   g_autoptr(GKeyFile) file = g_key_file_new ();
   g_autoptr(GError) local_error = NULL;
   g_autofree char *contents = NULL;
@@ -341,30 +353,15 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
     }
   warn_unknown (file, path);
 
-#define READ(getter, var, key)                                                              \
-  G_STMT_START {                                                                            \
-    var = getter (file, SHIMWATCH_CONFIG_GROUP, key, &local_error);                         \
-    if (local_error != NULL && !g_error_matches (local_error, G_KEY_FILE_ERROR,             \
-                                                 G_KEY_FILE_ERROR_KEY_NOT_FOUND) &&         \
-        !g_error_matches (local_error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND)) \
-      {                                                                                     \
-        g_propagate_prefixed_error (error, g_steal_pointer (&local_error), "%s: %s: ",      \
-                                    path, key);                                             \
-        return FALSE;                                                                       \
-      }                                                                                     \
-    g_clear_error (&local_error);                                                           \
-  } G_STMT_END
-
-  READ (g_key_file_get_string, runtime_dir, "RuntimeDirectory");
-  READ (g_key_file_get_string, state_dir, "StateDirectory");
-  READ (get_string_list, runtime_path, "RuntimePath");
-  READ (g_key_file_get_int64, timeout, "CleanupTimeout");
-  READ (g_key_file_get_value, concurrency_text, "CleanupConcurrency");
-  READ (g_key_file_get_int64, health, "HealthInterval");
-  READ (g_key_file_get_int64, log_size, "TaskLogMaxSize");
-  READ (g_key_file_get_int64, log_files, "TaskLogMaxFiles");
-  READ (g_key_file_get_int64, log_retention, "TaskLogRetention");
-#undef READ
+  READ_KEY (g_key_file_get_string, group, "RuntimeDirectory", runtime_dir);
+  READ_KEY (g_key_file_get_string, group, "StateDirectory", state_dir);
+  READ_KEY (get_string_list, group, "RuntimePath", runtime_path);
+  READ_KEY (g_key_file_get_int64, group, "CleanupTimeout", timeout);
+  READ_KEY (g_key_file_get_value, group, "CleanupConcurrency", concurrency_text);
+  READ_KEY (g_key_file_get_int64, group, "HealthInterval", health);
+  READ_KEY (g_key_file_get_int64, group, "TaskLogMaxSize", log_size);
+  READ_KEY (g_key_file_get_int64, group, "TaskLogMaxFiles", log_files);
+  READ_KEY (g_key_file_get_int64, group, "TaskLogRetention", log_retention);
 
   if ((runtime_dir != NULL && !absolute_dir ("RuntimeDirectory", runtime_dir, error)) ||
       (state_dir != NULL && !absolute_dir ("StateDirectory", state_dir, error)))

@@ -46,8 +46,8 @@ PY
 check "bash -n on the completion script" bash -n "$src/data/bash-completion/shimwatchctl"
 
 # every key the loader reads is in the annotated example, commented out
-keys=$(grep -o 'READ ([a-z_0-9]*, *[a-z_]*, *"[A-Za-z]*")' "$src/service/shimwatch-config.c" |
-       sed 's/.*"\(.*\)")/\1/' | sort -u)
+keys=$(grep -o 'READ_KEY ([a-z_0-9]*, *group, *"[A-Za-z]*"' "$src/service/shimwatch-config.c" |
+       sed 's/.*"\(.*\)"/\1/' | sort -u)
 absent=$(for k in $keys; do grep -q "^#$k=" "$src/data/shimwatch.conf" || echo "$k"; done)
 active=$(grep -vE '^\s*(#|$|\[)' "$src/data/shimwatch.conf")
 [ -n "$keys" ] && [ -z "$absent" ] && [ -z "$active" ] &&
