@@ -49,6 +49,9 @@ struct _ShimwatchManager
   GHashTable                   *reaps;      /* "ns/id" → GPtrArray of invocations */
   ShimwatchCgroupClaims        *cgroup_users; /* cgroup path → "ns/id", supervised or being created */
   ShimwatchContainerd          *containerd;   /* companion mode, or NULL */
+  /* the counters' PropertiesChanged, held back for company (see counter_notify) */
+  guint                         counters_source;
+  GParamSpec                   *counters_pspec;
 };
 
 /* shimwatch-manager.c */

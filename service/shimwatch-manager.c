@@ -842,9 +842,69 @@ shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface)
   iface->handle_get_history = handle_get_history;
 }
 
+/* The counters (ShimCount, DisconnectCount, ReapCount, CleanupFailureCount) change
+ * twice per death and once per create. Their PropertiesChanged goes out at most every
+ * COUNTERS_INTERVAL_MS, with every counter that changed meanwhile: when many tasks die
+ * or start together, one message instead of one per change and main-loop turn. A Get
+ * or GetAll sees each change at once; only the signal waits. The skeleton schedules its
+ * PropertiesChanged from notify, so the notify of a counter is passed on late. */
+#define COUNTERS_INTERVAL_MS 250
+
+static gboolean
+is_counter (GParamSpec *pspec)
+{
+  static const char * const counters[] = {
+    "shim-count", "disconnect-count", "reap-count", "cleanup-failure-count",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (counters); i++)
+    if (g_str_equal (pspec->name, counters[i]))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+counters_cb (gpointer user_data)
+{
+  ShimwatchManager *self = user_data;
+
+  self->counters_source = 0;
+  G_OBJECT_CLASS (shimwatch_manager_parent_class)->notify (G_OBJECT (self),
+                                                           self->counters_pspec);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+shimwatch_manager_notify (GObject    *object,
+                          GParamSpec *pspec)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (object);
+
+  if (!is_counter (pspec))
+    {
+      G_OBJECT_CLASS (shimwatch_manager_parent_class)->notify (object, pspec);
+      return;
+    }
+  /* any counter's notify makes the skeleton send all that changed */
+  self->counters_pspec = pspec;
+  if (self->counters_source == 0)
+    self->counters_source = g_timeout_add (COUNTERS_INTERVAL_MS, counters_cb, self);
+}
+
+static void
+shimwatch_manager_dispose (GObject *object)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (object);
+
+  g_clear_handle_id (&self->counters_source, g_source_remove);
+  G_OBJECT_CLASS (shimwatch_manager_parent_class)->dispose (object);
+}
+
 static void
 shimwatch_manager_class_init (ShimwatchManagerClass *klass)
 {
+  G_OBJECT_CLASS (klass)->notify = shimwatch_manager_notify;
+  G_OBJECT_CLASS (klass)->dispose = shimwatch_manager_dispose;
   G_OBJECT_CLASS (klass)->finalize = shimwatch_manager_finalize;
 }
 

@@ -495,18 +495,54 @@ class SeedTests(ShimwatchTestCase):
                           self.socket_of(path)) for task_id, path in pending.items()}
         self.assertEqual(self.prop(MANAGER_PATH, "ShimCount", MANAGER), 20)
 
+        pump(0.5)          # the creates' own messages are out
+        first = len(self.signals.log)
+        killed = time.monotonic()
         for path, shim_pid, task_pid, sock in info.values():
             os.kill(shim_pid, signal.SIGKILL)
         wait_until(lambda: len(self.signals.named("TaskDelete")) >= 20 and
                    len(self.signals.named("InterfacesRemoved")) >= 20, 20,
                    "20 cleanups")
+        window = time.monotonic() - killed
+        # a client that saw the last object go sees every counter at once, by Get
+        self.assertEqual(self.prop(MANAGER_PATH, "ReapCount", MANAGER), 20)
+        self.assertEqual(self.prop(MANAGER_PATH, "DisconnectCount", MANAGER), 20)
+        self.assertEqual(self.prop(MANAGER_PATH, "ShimCount", MANAGER), 0)
         for task_id, (path, shim_pid, task_pid, sock) in info.items():
             self.assert_crash_sequence("bulk", task_id, path, shim_pid, task_pid, 137)
             self.assert_nothing_left("bulk", task_id, sock, task_pid)
         for member in ("ShimDisconnected", "TaskExit", "TaskDelete", "InterfacesRemoved"):
             self.assertEqual(len(self.signals.named(member)), 20, member)
-        self.assertEqual(self.prop(MANAGER_PATH, "ReapCount", MANAGER), 20)
         self.assertEqual(os.listdir(os.path.join(self.runtime_dir, "tasks")), [])
+
+        # what the deaths sent: per task its signals, the PropertiesChanged with the exit
+        # properties before its TaskExit, and one for its Status; the counters'
+        # PropertiesChanged at most every 250 ms, the last with their final values
+        pump(1.0)
+        sent = self.signals.log[first:]
+        for task_id, (path, *_) in info.items():
+            exit_at = next(i for i, e in enumerate(sent)
+                           if e[0] == "TaskExit" and e[2][2] == task_id)
+            changes = [e[2][1] for e in sent if e[0] == "PropertiesChanged" and e[1] == path]
+            self.assertLessEqual(len(changes), 2, changes)
+            seen = {}
+            for e in sent[:exit_at]:
+                if e[0] == "PropertiesChanged" and e[1] == path:
+                    seen.update(e[2][1])
+            self.assertEqual((seen.get("ExitStatus"), seen.get("ExitedAt")),
+                             (sent[exit_at][2][5], sent[exit_at][2][6]), seen)
+            self.assertEqual(seen.get("ExitReason"), "shim-died")
+        counters = [e for e in sent if e[0] == "PropertiesChanged" and e[1] == MANAGER_PATH]
+        self.assertLessEqual(len(counters), int(window / 0.25) + 2,
+                             [(round(e[3] - killed, 3), e[2][1]) for e in counters])
+        final = {}
+        for e in counters:
+            final.update(e[2][1])
+        self.assertEqual({k: final.get(k) for k in ("DisconnectCount", "ReapCount", "ShimCount")},
+                         {"DisconnectCount": 20, "ReapCount": 20, "ShimCount": 0})
+        others = [e[0] for e in sent if e[0] not in ("ShimDisconnected", "TaskExit", "TaskDelete",
+                                                     "InterfacesRemoved", "PropertiesChanged")]
+        self.assertEqual(others, [])
 
 
 class NormalPathTests(ShimwatchTestCase):
