@@ -208,7 +208,8 @@ log_stderr (RunData *data)
   raw = g_bytes_get_data (data->stderr_bytes, &length);
   text = g_utf8_make_valid (raw, (gssize) length);
   g_strchomp (text);
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
+  /* a shim's "starting signal loop" at every delete is no news for the journal */
+  shimwatch_log_task (shimwatch_log_level_of_output (text),
                       (&(ShimwatchLogTask) { .namespace_ = data->namespace_, .id = data->id,
                                              .bare = TRUE }),
                       "shim %s for %s/%s wrote: %s", data->action, data->namespace_, data->id,

@@ -5,6 +5,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 
@@ -36,6 +38,46 @@ shimwatch_log_message_id (const char *event)
     if (g_strcmp0 (message_ids[i].event, event) == 0)
       return message_ids[i].message_id;
   return SHIMWATCH_MESSAGE_ID_RECORD;   /* every event is in the table; never crash */
+}
+
+/* the value of a logrus text line's level field, or NULL */
+static const char *
+logrus_level (const char *line)
+{
+  const char *field;
+
+  if (g_str_has_prefix (line, "level="))
+    return line + strlen ("level=");
+  field = strstr (line, " level=");
+  return field != NULL ? field + strlen (" level=") : NULL;
+}
+
+GLogLevelFlags
+shimwatch_log_level_of_output (const char *text)
+{
+  static const char * const chatter[] = { "info", "debug", "trace" };
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+  gboolean any = FALSE;
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const char *level = logrus_level (lines[i]);
+      gboolean quiet = FALSE;
+
+      if (lines[i][0] == '\0')
+        continue;
+      for (guint j = 0; level != NULL && j < G_N_ELEMENTS (chatter); j++)
+        {
+          gsize n = strlen (chatter[j]);
+
+          if (strncmp (level, chatter[j], n) == 0 && (level[n] == ' ' || level[n] == '\0'))
+            quiet = TRUE;
+        }
+      if (!quiet)
+        return G_LOG_LEVEL_MESSAGE;
+      any = TRUE;
+    }
+  return any ? G_LOG_LEVEL_INFO : G_LOG_LEVEL_MESSAGE;
 }
 
 /* the journal's priority of a GLib level, as g_log_structured() gives it */

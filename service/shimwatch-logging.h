@@ -29,6 +29,11 @@ typedef struct {
 /* the MESSAGE_ID of a lifecycle event; the generic "record" id for an unknown one */
 const char *shimwatch_log_message_id (const char *event);
 
+/* the level for what a shim or runtime wrote to stderr: INFO when every line is a logrus
+ * line of level info, debug or trace (containerd-shim-runc-v2's `delete` says "starting
+ * signal loop" each time), MESSAGE for anything else */
+GLogLevelFlags shimwatch_log_level_of_output (const char *text);
+
 void        shimwatch_log_task_full  (const char             *log_domain,
                                       GLogLevelFlags          level,
                                       const char             *file,

@@ -106,6 +106,33 @@ test_log_task_info_only_when_asked (void)
   g_assert_cmpstr (field (first, "MESSAGE_ID"), ==, SHIMWATCH_MESSAGE_ID_CLEANED);
 }
 
+/* what a shim wrote: its own info chatter is not news, anything else is */
+static void
+test_level_of_output (void)
+{
+  /* containerd-shim-runc-v2's `delete`, every time */
+  g_assert_cmpint (shimwatch_log_level_of_output (
+                     "time=\"2026-12-03T10:10:01Z\" level=info msg=\"starting signal loop\" "
+                     "namespace=swtest pid=27210 runtime=io.containerd.runc.v2"),
+                   ==, G_LOG_LEVEL_INFO);
+  g_assert_cmpint (shimwatch_log_level_of_output ("level=debug msg=x\n"
+                                                  "time=\"t\" level=trace msg=y\n"),
+                   ==, G_LOG_LEVEL_INFO);
+  /* a warning among them, a line that is no logrus line, a level only mentioned */
+  g_assert_cmpint (shimwatch_log_level_of_output (
+                     "time=\"t\" level=info msg=\"starting signal loop\"\n"
+                     "time=\"t\" level=warning msg=\"failed to remove runc container\""),
+                   ==, G_LOG_LEVEL_MESSAGE);
+  g_assert_cmpint (shimwatch_log_level_of_output ("test shim: delete hangs on purpose"), ==,
+                   G_LOG_LEVEL_MESSAGE);
+  g_assert_cmpint (shimwatch_log_level_of_output ("time=\"t\" level=error msg=\"level=info\""),
+                   ==, G_LOG_LEVEL_MESSAGE);
+  g_assert_cmpint (shimwatch_log_level_of_output ("time=\"t\" level=informational msg=x"),
+                   ==, G_LOG_LEVEL_MESSAGE);
+  g_assert_cmpint (shimwatch_log_level_of_output ("xlevel=info msg=x"), ==, G_LOG_LEVEL_MESSAGE);
+  g_assert_cmpint (shimwatch_log_level_of_output (""), ==, G_LOG_LEVEL_MESSAGE);
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -117,6 +144,7 @@ main (int   argc,
   g_log_set_writer_func (capture_writer, NULL, NULL);
   lines = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/logging/level-of-output", test_level_of_output);
   g_test_add_func ("/logging/task-fields", test_log_task_fields);
   g_test_add_func ("/logging/info-only-when-asked", test_log_task_info_only_when_asked);
   result = g_test_run ();
