@@ -25,6 +25,7 @@ struct _ShimwatchCgroupHost
   ShimwatchCgroupLayout layout;
   ShimwatchCgroupDriver driver;
   GStrv                 mounts;          /* every hierarchy's mount point */
+  int                  *mount_fds;       /* O_PATH of each, or -1 */
   char                 *unified_mount;   /* cgroup2's, or NULL (legacy) */
   char                 *own_cgroup;      /* under systemd only */
 };
@@ -32,6 +33,10 @@ struct _ShimwatchCgroupHost
 static void
 host_clear (ShimwatchCgroupHost *host)
 {
+  for (guint i = 0; host->mounts != NULL && host->mounts[i] != NULL; i++)
+    if (host->mount_fds[i] >= 0)
+      close (host->mount_fds[i]);
+  g_free (host->mount_fds);
   g_strfreev (host->mounts);
   g_free (host->unified_mount);
   g_free (host->own_cgroup);
@@ -48,7 +53,12 @@ shimwatch_cgroup_host_new (ShimwatchCgroupLayout  layout,
 
   host->layout = layout;
   host->driver = driver;
-  host->mounts = g_strdupv ((GStrv) mounts);
+  host->mounts = mounts != NULL ? g_strdupv ((GStrv) mounts) : g_new0 (char *, 1);
+  /* a cgroup is looked for in every hierarchy at each death: from the hierarchy's own
+   * directory, without walking /sys/fs/cgroup/<hierarchy> each time */
+  host->mount_fds = g_new (int, g_strv_length (host->mounts) + 1);
+  for (guint i = 0; host->mounts[i] != NULL; i++)
+    host->mount_fds[i] = open (host->mounts[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
   host->unified_mount = g_strdup (unified_mount);
   host->own_cgroup = g_strdup (own_cgroup);
   return host;
@@ -602,17 +612,20 @@ gboolean
 shimwatch_cgroup_exists (const ShimwatchCgroupHost *host,
                          const char                *path)
 {
-  g_autoptr(GPtrArray) dirs = NULL;
-
   g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
 
-  dirs = shimwatch_cgroup_dirs (host, path);
-  for (guint i = 0; i < dirs->len; i++)
+  for (guint i = 0; host->mounts[i] != NULL; i++)
     {
+      g_autofree char *dir = NULL;
       struct stat st;
+      int found;
 
+      if (host->mount_fds[i] >= 0)
+        found = fstatat (host->mount_fds[i], path + 1, &st, AT_SYMLINK_NOFOLLOW);
+      else
+        found = lstat ((dir = g_build_filename (host->mounts[i], path, NULL)), &st);
       /* anything but "not there" (a permission problem, say) counts as there */
-      if (lstat (g_ptr_array_index (dirs, i), &st) == 0 || errno != ENOENT)
+      if (found == 0 || errno != ENOENT)
         return TRUE;
     }
   return FALSE;
