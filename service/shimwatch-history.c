@@ -30,7 +30,7 @@ struct _ShimwatchHistory
   guint              capacity;
   gsize              file_max;
 
-  GQueue             events;         /* GVariant a{sv}, oldest first */
+  GQueue             events;         /* Entry, oldest first */
   ShimwatchCounters  counters;
 
   GString           *pending_lines;  /* queued for the writer, not handed over yet */
@@ -214,25 +214,66 @@ shimwatch_history_sync (ShimwatchHistory *self)
 
 /* -- events --------------------------------------------------------------------------- */
 
+/* An event as GetHistory gives it, kept as plain fields: the a{sv} is built only when
+ * GetHistory asks (a death adds four events; GetHistory is rare). Strings are UTF-8. */
+typedef struct {
+  guint64  time;
+  char    *event;
+  char    *namespace_;
+  char    *id;
+  gboolean has_pid;          /* a line of the file may lack it */
+  guint32  pid;
+  gboolean has_exit_status;
+  guint32  exit_status;
+  char    *reason;           /* NULL: none */
+} Entry;
+
 static void
-keep (ShimwatchHistory *self,
-      GVariant         *entry)
+entry_free (Entry *entry)
 {
-  g_queue_push_tail (&self->events, g_variant_ref_sink (entry));
-  while (self->events.length > self->capacity)
-    g_variant_unref (g_queue_pop_head (&self->events));
+  g_free (entry->event);
+  g_free (entry->namespace_);
+  g_free (entry->id);
+  g_free (entry->reason);
+  g_free (entry);
+}
+
+static char *
+valid_copy (const char *value)
+{
+  return g_utf8_validate (value, -1, NULL) ? g_strdup (value) : g_utf8_make_valid (value, -1);
+}
+
+/* the entry's a{sv}: time, event, namespace, id, then pid, exit_status and reason where
+ * the entry has them */
+static GVariant *
+entry_to_variant (const Entry *entry)
+{
+  GVariantBuilder builder;
+
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "time", g_variant_new_uint64 (entry->time));
+  g_variant_builder_add (&builder, "{sv}", "event", g_variant_new_string (entry->event));
+  g_variant_builder_add (&builder, "{sv}", "namespace",
+                         g_variant_new_string (entry->namespace_));
+  g_variant_builder_add (&builder, "{sv}", "id", g_variant_new_string (entry->id));
+  if (entry->has_pid)
+    g_variant_builder_add (&builder, "{sv}", "pid", g_variant_new_uint32 (entry->pid));
+  if (entry->has_exit_status)
+    g_variant_builder_add (&builder, "{sv}", "exit_status",
+                           g_variant_new_uint32 (entry->exit_status));
+  if (entry->reason != NULL)
+    g_variant_builder_add (&builder, "{sv}", "reason", g_variant_new_string (entry->reason));
+  return g_variant_builder_end (&builder);
 }
 
 static void
-add_string (GVariantBuilder *builder,
-            const char      *key,
-            const char      *value)
+keep (ShimwatchHistory *self,
+      Entry            *entry)
 {
-  g_autofree char *valid = NULL;
-
-  if (!g_utf8_validate (value, -1, NULL))
-    value = valid = g_utf8_make_valid (value, -1);
-  g_variant_builder_add (builder, "{sv}", key, g_variant_new_string (value));
+  g_queue_push_tail (&self->events, entry);
+  while (self->events.length > self->capacity)
+    entry_free (g_queue_pop_head (&self->events));
 }
 
 /* a string as g_variant_print() writes it, for what is printable ASCII (every name and
@@ -292,33 +333,32 @@ void
 shimwatch_history_add (ShimwatchHistory            *self,
                        const ShimwatchHistoryEvent *event)
 {
-  GVariantBuilder builder;
-  GVariant *entry;
+  Entry *entry;
   guint64 time;
 
   g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
   g_return_if_fail (event->event != NULL && event->namespace_ != NULL && event->id != NULL);
 
   time = (guint64) (event->time != 0 ? event->time : g_get_real_time ());
-  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
-  g_variant_builder_add (&builder, "{sv}", "time", g_variant_new_uint64 (time));
-  add_string (&builder, "event", event->event);
-  add_string (&builder, "namespace", event->namespace_);
-  add_string (&builder, "id", event->id);
-  g_variant_builder_add (&builder, "{sv}", "pid", g_variant_new_uint32 (event->pid));
-  if (event->has_exit_status)
-    g_variant_builder_add (&builder, "{sv}", "exit_status",
-                           g_variant_new_uint32 (event->exit_status));
+  entry = g_new0 (Entry, 1);
+  entry->time = time;
+  entry->event = valid_copy (event->event);
+  entry->namespace_ = valid_copy (event->namespace_);
+  entry->id = valid_copy (event->id);
+  entry->has_pid = TRUE;
+  entry->pid = event->pid;
+  entry->has_exit_status = event->has_exit_status;
+  entry->exit_status = event->exit_status;
   if (event->reason != NULL && event->reason[0] != '\0')
-    add_string (&builder, "reason", event->reason);
-  entry = g_variant_builder_end (&builder);
+    entry->reason = valid_copy (event->reason);
   keep (self, entry);
 
   if (self->path == NULL)
     return;
   if (!append_line (self->pending_lines, event, time))
     {
-      g_autofree char *line = g_variant_print (entry, TRUE);
+      g_autoptr(GVariant) variant = g_variant_ref_sink (entry_to_variant (entry));
+      g_autofree char *line = g_variant_print (variant, TRUE);
 
       g_string_append (self->pending_lines, line);
       g_string_append_c (self->pending_lines, '\n');
@@ -349,18 +389,6 @@ shimwatch_history_add_task_event (ShimwatchHistory *self,
   shimwatch_history_add (self, &entry);
 }
 
-static gboolean
-matches (GVariant   *entry,
-         const char *key,
-         const char *wanted)
-{
-  const char *value = NULL;
-
-  if (wanted == NULL)
-    return TRUE;
-  return g_variant_lookup (entry, key, "&s", &value) && g_str_equal (value, wanted);
-}
-
 GVariant *
 shimwatch_history_query (ShimwatchHistory *self,
                          const char       *namespace_,
@@ -373,11 +401,16 @@ shimwatch_history_query (ShimwatchHistory *self,
   g_return_val_if_fail (SHIMWATCH_IS_HISTORY (self), NULL);
 
   for (GList *l = self->events.tail; l != NULL && (limit == 0 || found->len < limit); l = l->prev)
-    if (matches (l->data, "namespace", namespace_) && matches (l->data, "id", id))
-      g_ptr_array_add (found, l->data);
+    {
+      Entry *entry = l->data;
+
+      if ((namespace_ == NULL || g_str_equal (entry->namespace_, namespace_)) &&
+          (id == NULL || g_str_equal (entry->id, id)))
+        g_ptr_array_add (found, entry);
+    }
   g_variant_builder_init (&builder, G_VARIANT_TYPE ("aa{sv}"));
   for (guint i = found->len; i > 0; i--)
-    g_variant_builder_add_value (&builder, g_ptr_array_index (found, i - 1));
+    g_variant_builder_add_value (&builder, entry_to_variant (g_ptr_array_index (found, i - 1)));
   return g_variant_builder_end (&builder);
 }
 
@@ -442,41 +475,39 @@ shallow (const char *line)
 }
 
 /* an entry with the keys and types GetHistory promises, or NULL */
-static GVariant *
+static Entry *
 parse_line (const char *line)
 {
   g_autoptr(GVariant) parsed = NULL;
-  GVariantBuilder builder;
-  static const struct { const char *key; const char *type; gboolean required; } keys[] = {
-    { "time", "t", TRUE },
-    { "event", "s", TRUE },
-    { "namespace", "s", TRUE },
-    { "id", "s", TRUE },
-    { "pid", "u", FALSE },
-    { "exit_status", "u", FALSE },
-    { "reason", "s", FALSE },
-  };
+  Entry *entry;
+  const char *event;
+  const char *namespace_;
+  const char *id;
+  const char *reason;
 
   if (strlen (line) > LINE_MAX_LENGTH || !shallow (line))
     return NULL;
   parsed = g_variant_parse (G_VARIANT_TYPE_VARDICT, line, NULL, NULL, NULL);
   if (parsed == NULL)
     return NULL;
-  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
-  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+  entry = g_new0 (Entry, 1);
+  /* the parser gives valid UTF-8 strings only */
+  if (!g_variant_lookup (parsed, "time", "t", &entry->time) ||
+      !g_variant_lookup (parsed, "event", "&s", &event) ||
+      !g_variant_lookup (parsed, "namespace", "&s", &namespace_) ||
+      !g_variant_lookup (parsed, "id", "&s", &id))
     {
-      g_autoptr(GVariant) value = g_variant_lookup_value (parsed, keys[i].key,
-                                                         G_VARIANT_TYPE (keys[i].type));
-
-      if (value == NULL && keys[i].required)
-        {
-          g_variant_builder_clear (&builder);
-          return NULL;
-        }
-      if (value != NULL)
-        g_variant_builder_add (&builder, "{sv}", keys[i].key, value);
+      g_free (entry);
+      return NULL;
     }
-  return g_variant_builder_end (&builder);
+  entry->event = g_strdup (event);
+  entry->namespace_ = g_strdup (namespace_);
+  entry->id = g_strdup (id);
+  entry->has_pid = g_variant_lookup (parsed, "pid", "u", &entry->pid);
+  entry->has_exit_status = g_variant_lookup (parsed, "exit_status", "u", &entry->exit_status);
+  if (g_variant_lookup (parsed, "reason", "&s", &reason))
+    entry->reason = g_strdup (reason);
+  return entry;
 }
 
 static void
@@ -500,7 +531,7 @@ load_file (ShimwatchHistory *self,
   lines = g_strsplit (contents, "\n", -1);
   for (guint i = 0; lines[i] != NULL; i++)
     {
-      GVariant *entry;
+      Entry *entry;
 
       if (lines[i][0] == '\0')
         continue;
@@ -579,7 +610,7 @@ shimwatch_history_finalize (GObject *object)
     hand_over (self, NULL);
   g_thread_pool_free (self->writer, FALSE, TRUE);
   g_clear_handle_id (&self->batch_source, g_source_remove);
-  g_queue_clear_full (&self->events, (GDestroyNotify) g_variant_unref);
+  g_queue_clear_full (&self->events, (GDestroyNotify) entry_free);
   g_string_free (self->pending_lines, TRUE);
   g_free (self->pending_counters);
   g_free (self->path);
