@@ -562,9 +562,31 @@ write_file (const char *path,
   return ok;
 }
 
+int
+shimwatch_cgroup_open_events (const ShimwatchCgroupHost *host,
+                              const char                *path)
+{
+  g_autofree char *events = NULL;
+
+  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), -1);
+
+  if (host->unified_mount == NULL)
+    return -1;
+  events = g_build_filename (host->unified_mount, path, "cgroup.events", NULL);
+  return open (events, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
 guint
 shimwatch_cgroup_kill (const ShimwatchCgroupHost *host,
                        const char                *path)
+{
+  return shimwatch_cgroup_kill_at (host, path, -1);
+}
+
+guint
+shimwatch_cgroup_kill_at (const ShimwatchCgroupHost *host,
+                          const char                *path,
+                          int                        events_fd)
 {
   g_autoptr(GHashTable) signalled = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) dirs = NULL;
@@ -578,7 +600,7 @@ shimwatch_cgroup_kill (const ShimwatchCgroupHost *host,
 
       /* cgroup2 since Linux 5.14: the kernel kills the whole subtree, forks included */
       if (write_file (kill_file, "1"))
-        return shimwatch_cgroup_is_populated (host, path) ? 1 : 0;
+        return shimwatch_cgroup_is_populated_at (host, path, events_fd) ? 1 : 0;
     }
 
   /* cgroup v1, or an older cgroup2: what cgroup.procs lists, until nothing new shows up
@@ -635,11 +657,34 @@ gboolean
 shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
                                const char                *path)
 {
+  return shimwatch_cgroup_is_populated_at (host, path, -1);
+}
+
+gboolean
+shimwatch_cgroup_is_populated_at (const ShimwatchCgroupHost *host,
+                                  const char                *path,
+                                  int                        events_fd)
+{
   g_autoptr(GHashTable) pids = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) dirs = NULL;
 
   g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
 
+  if (events_fd >= 0)
+    {
+      char contents[256];
+      gssize n;
+
+      /* a kernfs file reads afresh from offset 0; a cgroup removed since reads ENODEV */
+      do
+        n = pread (events_fd, contents, sizeof contents - 1, 0);
+      while (n < 0 && errno == EINTR);
+      if (n >= 0)
+        {
+          contents[n] = '\0';
+          return strstr (contents, "populated 1") != NULL;
+        }
+    }
   if (host->unified_mount != NULL)
     {
       g_autofree char *events = g_build_filename (host->unified_mount, path, "cgroup.events",

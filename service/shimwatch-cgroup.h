@@ -96,6 +96,18 @@ GPtrArray *shimwatch_cgroup_dirs (const ShimwatchCgroupHost *host,
  * shows up. Returns how many processes were signalled (cgroup.kill: 1 if populated). */
 guint    shimwatch_cgroup_kill         (const ShimwatchCgroupHost *host,
                                         const char                *path);
+/* The same, with cgroup.events already open (events_fd from shimwatch_cgroup_open_events,
+ * or -1): what a cleanup checks several times reads it again without a path lookup. */
+guint    shimwatch_cgroup_kill_at      (const ShimwatchCgroupHost *host,
+                                        const char                *path,
+                                        int                        events_fd);
+gboolean shimwatch_cgroup_is_populated_at (const ShimwatchCgroupHost *host,
+                                           const char                *path,
+                                           int                        events_fd);
+/* cgroup2's cgroup.events of the cgroup, opened for reading (O_CLOEXEC); -1 without
+ * cgroup2 or where it is missing. The caller closes it. */
+int      shimwatch_cgroup_open_events  (const ShimwatchCgroupHost *host,
+                                        const char                *path);
 /* is the cgroup there in any hierarchy? (a stat of each, nothing read) */
 gboolean shimwatch_cgroup_exists       (const ShimwatchCgroupHost *host,
                                         const char                *path);

@@ -86,6 +86,7 @@ typedef struct {
   ShimwatchCleanupRequest    *request;
   ShimwatchCleanupResult     *result;
   ShimwatchCgroupHost        *cgroups;
+  int                         cgroup_events;  /* the cgroup's cgroup.events, or -1 */
   ShimwatchCleanupKilledFunc  killed;
   gpointer                    killed_data;
   ShimwatchPollerWatch       *pidfd_watch;
@@ -102,6 +103,8 @@ run_data_free (RunData *data)
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   g_clear_pointer (&data->cgroups, shimwatch_cgroup_host_unref);
+  if (data->cgroup_events >= 0)
+    close (data->cgroup_events);
   shimwatch_cleanup_request_free (data->request);
   shimwatch_cleanup_result_free (data->result);
   g_free (data);
@@ -277,11 +280,12 @@ remove_cgroup (RunData *data)
    * wait for or remove (each of which would look for it in every hierarchy again) */
   if (!shimwatch_cgroup_exists (data->cgroups, request->cgroup_path))
     return;
-  killed = shimwatch_cgroup_kill (data->cgroups, request->cgroup_path);
+  killed = shimwatch_cgroup_kill_at (data->cgroups, request->cgroup_path, data->cgroup_events);
   if (killed > 0)
     log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
               request->cgroup_path);
-  while (shimwatch_cgroup_is_populated (data->cgroups, request->cgroup_path) &&
+  while (shimwatch_cgroup_is_populated_at (data->cgroups, request->cgroup_path,
+                                           data->cgroup_events) &&
          g_get_monotonic_time () < deadline)
     g_usleep (CGROUP_POLL_MS * 1000);
   if (!shimwatch_cgroup_remove (data->cgroups, request->cgroup_path, &error))
@@ -495,7 +499,8 @@ task_dead (GTask   *task,
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   if (dead && !emptied && data->request->cgroup_path != NULL &&
-      shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
+      shimwatch_cgroup_is_populated_at (data->cgroups, data->request->cgroup_path,
+                                        data->cgroup_events))
     log_step (data->request, G_LOG_LEVEL_WARNING,
               "processes in cgroup %s outlived SIGKILL for %u ms", data->request->cgroup_path,
               KILL_WAIT_MS);
@@ -523,7 +528,8 @@ cgroup_poll_cb (gpointer user_data)
   RunData *data = g_task_get_task_data (task);
 
   if (data->request->cgroup_path != NULL &&
-      shimwatch_cgroup_is_populated (data->cgroups, data->request->cgroup_path))
+      shimwatch_cgroup_is_populated_at (data->cgroups, data->request->cgroup_path,
+                                        data->cgroup_events))
     return G_SOURCE_CONTINUE;
   data->cgroup_poll = 0;
   task_dead (task, TRUE, TRUE);
@@ -574,6 +580,7 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, shimwatch_cleanup_run_async);
   data = g_new0 (RunData, 1);
+  data->cgroup_events = -1;
   data->request = request;
   data->result = g_new0 (ShimwatchCleanupResult, 1);
   data->killed = killed;
@@ -588,12 +595,15 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
    * in every hierarchy, several times per death) */
   if (request->cgroup_path != NULL && !shimwatch_cgroup_exists (self->cgroups, request->cgroup_path))
     g_clear_pointer (&request->cgroup_path, g_free);
+  /* read at least twice (after the kill, once the init is dead): opened once */
+  if (request->cgroup_path != NULL)
+    data->cgroup_events = shimwatch_cgroup_open_events (self->cgroups, request->cgroup_path);
 
   /* the shim is gone: what runs in the task's cgroup (the init's children too, when the
    * container has no PID namespace of its own) dies with the init, found without looking
    * at any other process of the machine */
   if (request->kill_cgroup && request->cgroup_path != NULL &&
-      shimwatch_cgroup_kill (self->cgroups, request->cgroup_path) > 0)
+      shimwatch_cgroup_kill_at (self->cgroups, request->cgroup_path, data->cgroup_events) > 0)
     log_step (request, G_LOG_LEVEL_INFO, "killed what ran in cgroup %s", request->cgroup_path);
 
   if (request->kill_task && request->pidfd >= 0)

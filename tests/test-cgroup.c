@@ -6,6 +6,8 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -325,6 +327,29 @@ test_unified_files (void)
   g_assert_false (shimwatch_cgroup_is_populated (host, path));
   write_text (task, "cgroup.kill", "");
   g_assert_cmpuint (shimwatch_cgroup_kill (host, path), ==, 0);
+
+  /* cgroup.events opened once and read again: each read sees the file as it is now */
+  {
+    int fd = shimwatch_cgroup_open_events (host, path);
+    g_autofree char *events = g_build_filename (task, "cgroup.events", NULL);
+    int out;
+
+    g_assert_cmpint (fd, >=, 0);
+    g_assert_false (shimwatch_cgroup_is_populated_at (host, path, fd));
+    out = open (events, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    g_assert_cmpint (out, >=, 0);
+    g_assert_cmpint (write (out, "populated 1\nfrozen 0\n", 22), ==, 22);
+    g_assert_true (shimwatch_cgroup_is_populated_at (host, path, fd));
+    write_text (task, "cgroup.kill", "");
+    g_assert_cmpuint (shimwatch_cgroup_kill_at (host, path, fd), ==, 1);
+    g_assert_cmpint (ftruncate (out, 0), ==, 0);
+    g_assert_cmpint (pwrite (out, "populated 0\n", 12, 0), ==, 12);
+    g_assert_false (shimwatch_cgroup_is_populated_at (host, path, fd));
+    g_assert_cmpuint (shimwatch_cgroup_kill_at (host, path, fd), ==, 0);
+    close (out);
+    close (fd);
+    g_assert_cmpint (shimwatch_cgroup_open_events (host, "/shimwatch/default/t02"), ==, -1);
+  }
 
   /* no cgroup.events (a kernel before 4.something): cgroup.procs, as on v1 */
   cmd = g_strdup_printf ("rm '%s/cgroup.events'", task);
