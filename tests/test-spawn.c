@@ -580,11 +580,16 @@ test_spawner_dies (Fixture      *fx,
   gint64 started = g_get_monotonic_time ();
   gint64 killed;
   gint64 elapsed_ms;
+  g_autofree char *busy = NULL;
   GPid child;
   int status;
 
   start_run (argv, fx->dir, -1, deadline_ms, &outcome);
   child = wait_for_child (fx->spawner);
+  /* the spawner closes the child's pidfd once it has sent it with STARTED: killed before
+   * that, the service never learns the child, and this test would test the case below */
+  busy = wait_for_descriptors (fx->spawner, IDLE " socket");
+  g_assert_cmpstr (busy, ==, IDLE " socket");
   g_assert_no_errno (kill (fx->spawner, SIGKILL));
   killed = g_get_monotonic_time ();
   /* the spawner died before the deadline, or this test tests nothing */
