@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
@@ -733,9 +732,6 @@ shimwatch_spawn_async (const char * const *argv,
   g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
   g_autoptr(GError) error = NULL;
   SpawnData *data = g_new0 (SpawnData, 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  sigset_t signals;
   int out[2] = { -1, -1 };
   int err[2] = { -1, -1 };
   int null_fd = -1;
@@ -762,23 +758,8 @@ shimwatch_spawn_async (const char * const *argv,
   if (spawn_by_spawner (task, argv, envp, cwd, stdin_fd, out[1], err[1]))
     goto started;
 
-  posix_spawn_file_actions_init (&actions);
-  posix_spawn_file_actions_adddup2 (&actions, stdin_fd, 0);
-  posix_spawn_file_actions_adddup2 (&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2 (&actions, err[1], 2);
-  posix_spawn_file_actions_addchdir_np (&actions, cwd);
-  posix_spawn_file_actions_addclosefrom_np (&actions, 3);
-  posix_spawnattr_init (&attr);
-  /* nothing of the service's signal handling is inherited */
-  sigemptyset (&signals);
-  posix_spawnattr_setsigmask (&attr, &signals);
-  sigfillset (&signals);
-  posix_spawnattr_setsigdefault (&attr, &signals);
-  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  saved_errno = posix_spawn (&data->pid, argv[0], &actions, &attr, (char * const *) argv,
-                             (char * const *) envp);
-  posix_spawn_file_actions_destroy (&actions);
-  posix_spawnattr_destroy (&attr);
+  saved_errno = shimwatch_spawner_posix_spawn (&data->pid, cwd, stdin_fd, out[1], err[1],
+                                               argv, envp);
   if (saved_errno != 0)
     {
       g_set_error (&error, G_IO_ERROR, g_io_error_from_errno (saved_errno),

@@ -203,6 +203,45 @@ parse_strings (char   *data,
   return strings;
 }
 
+/* posix_spawn(3) of @argv in @cwd, with @in_fd, @out_fd and @err_fd as its stdin, stdout and
+ * stderr, every other descriptor closed and every signal at its default, unblocked.
+ * Returns 0 or posix_spawn's errno. The spawner and the service's own fallback start
+ * commands the same way through this. */
+int
+shimwatch_spawner_posix_spawn (pid_t              *pid,
+                               const char         *cwd,
+                               int                 in_fd,
+                               int                 out_fd,
+                               int                 err_fd,
+                               const char * const *argv,
+                               const char * const *envp)
+{
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  sigset_t signals;
+  int saved_errno;
+
+  posix_spawn_file_actions_init (&actions);
+  posix_spawn_file_actions_adddup2 (&actions, in_fd, 0);
+  posix_spawn_file_actions_adddup2 (&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2 (&actions, err_fd, 2);
+  posix_spawn_file_actions_addchdir_np (&actions, cwd);
+  posix_spawn_file_actions_addclosefrom_np (&actions, 3);
+  posix_spawnattr_init (&attr);
+  /* nothing of the caller's signal handling (the spawner's SIGCHLD, blocked for its
+   * signalfd) is inherited */
+  sigemptyset (&signals);
+  posix_spawnattr_setsigmask (&attr, &signals);
+  sigfillset (&signals);
+  posix_spawnattr_setsigdefault (&attr, &signals);
+  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  saved_errno = posix_spawn (pid, argv[0], &actions, &attr, (char * const *) argv,
+                             (char * const *) envp);
+  posix_spawn_file_actions_destroy (&actions);
+  posix_spawnattr_destroy (&attr);
+  return saved_errno;
+}
+
 static int
 spawn (const ShimwatchSpawnerRequest *request,
        char                         **strings,
@@ -212,10 +251,6 @@ spawn (const ShimwatchSpawnerRequest *request,
   const char *cwd = strings[0];
   char **argv = strings + 1;
   char **envp;
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  sigset_t signals;
-  int saved_errno;
 
   /* argv and envp are each NULL-terminated in one array: move envp up by one */
   memmove (strings + 2 + request->argc, strings + 1 + request->argc,
@@ -224,23 +259,9 @@ spawn (const ShimwatchSpawnerRequest *request,
   envp = strings + 2 + request->argc;
   envp[request->envc] = NULL;
 
-  posix_spawn_file_actions_init (&actions);
-  posix_spawn_file_actions_adddup2 (&actions, fds[1], 0);
-  posix_spawn_file_actions_adddup2 (&actions, fds[2], 1);
-  posix_spawn_file_actions_adddup2 (&actions, fds[3], 2);
-  posix_spawn_file_actions_addchdir_np (&actions, cwd);
-  posix_spawn_file_actions_addclosefrom_np (&actions, 3);
-  posix_spawnattr_init (&attr);
-  /* nothing of our own signal handling (SIGCHLD blocked for the signalfd) is inherited */
-  sigemptyset (&signals);
-  posix_spawnattr_setsigmask (&attr, &signals);
-  sigfillset (&signals);
-  posix_spawnattr_setsigdefault (&attr, &signals);
-  posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  saved_errno = posix_spawn (pid, argv[0], &actions, &attr, argv, envp);
-  posix_spawn_file_actions_destroy (&actions);
-  posix_spawnattr_destroy (&attr);
-  return saved_errno;
+  return shimwatch_spawner_posix_spawn (pid, cwd, fds[1], fds[2], fds[3],
+                                        (const char * const *) argv,
+                                        (const char * const *) envp);
 }
 
 static void

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/types.h>
 
 G_BEGIN_DECLS
 
@@ -69,5 +70,16 @@ typedef struct {
  * child, so this is safe from a process with threads too. */
 int shimwatch_spawner_fork (GPid    *pid,
                             GError **error);
+
+/* posix_spawn(3) as the spawner does it (chdir, the three descriptors, closefrom 3,
+ * default signals, empty mask): 0 or its errno. Plain C without GLib, for the spawner;
+ * the service's own fallback uses it too. */
+int shimwatch_spawner_posix_spawn (pid_t              *pid,
+                                   const char         *cwd,
+                                   int                 in_fd,
+                                   int                 out_fd,
+                                   int                 err_fd,
+                                   const char * const *argv,
+                                   const char * const *envp);
 
 G_END_DECLS
