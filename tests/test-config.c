@@ -127,6 +127,46 @@ test_example_uncommented (void)
   g_unlink (path);
 }
 
+/* an empty file for a test to write its configuration into */
+static char *
+make_config_file (void)
+{
+  g_autoptr(GError) error = NULL;
+  char *path = NULL;
+  int fd;
+
+  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  return path;
+}
+
+/* @text in @path is refused with an error that reads "<path>: @message" (@whole) or starts
+ * so and says more, and nothing of it is applied */
+static void
+assert_refused (const char *path,
+                const char *text,
+                const char *message,
+                gboolean    whole)
+{
+  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+  g_autofree char *expected = g_strdup_printf ("%s: %s", path, message);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (g_file_set_contents (path, text, -1, &error));
+  g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
+  g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
+  if (whole)
+    g_assert_cmpstr (error->message, ==, expected);
+  else
+    {
+      g_assert_true (g_str_has_prefix (error->message, expected));
+      g_assert_cmpuint (strlen (error->message), >, strlen (expected));
+    }
+  assert_same_config (config, defaults);
+}
+
 /* a number out of its range is refused with an error that names the file, the key and the
  * range, and the configuration is left as it was; each bound itself is accepted */
 static void
@@ -153,26 +193,11 @@ test_out_of_range (void)
     { "[Containerd]\nGrace=-1\n", "[Containerd] Grace must be 0 to 600 seconds" },
     { "[Containerd]\nGrace=601\n", "[Containerd] Grace must be 0 to 600 seconds" },
   };
-  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
-  g_autofree char *path = NULL;
+  g_autofree char *path = make_config_file ();
   g_autoptr(GError) error = NULL;
-  int fd;
 
-  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
-  g_assert_no_error (error);
-  close (fd);
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
-      g_autofree char *expected = g_strdup_printf ("%s: %s", path, cases[i].message);
-
-      g_assert_true (g_file_set_contents (path, cases[i].text, -1, &error));
-      g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
-      g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
-      g_assert_cmpstr (error->message, ==, expected);
-      g_clear_error (&error);
-      assert_same_config (config, defaults);
-    }
+    assert_refused (path, cases[i].text, cases[i].message, TRUE);
 
   /* the bounds are in the range */
   {
@@ -209,27 +234,10 @@ test_wrong_type (void)
     { "[Containerd]\nEnable=maybe\n", "[Containerd] Enable: " },
     { "[Containerd]\nStateDirectory=/run/y\nGrace=5s\n", "[Containerd] Grace: " },
   };
-  g_autoptr(ShimwatchConfig) defaults = shimwatch_config_new ();
-  g_autofree char *path = NULL;
-  g_autoptr(GError) error = NULL;
-  int fd;
+  g_autofree char *path = make_config_file ();
 
-  fd = g_file_open_tmp ("shimwatch-conf-XXXXXX", &path, &error);
-  g_assert_no_error (error);
-  close (fd);
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
-      g_autofree char *expected = g_strdup_printf ("%s: %s", path, cases[i].prefix);
-
-      g_assert_true (g_file_set_contents (path, cases[i].text, -1, &error));
-      g_assert_false (shimwatch_config_load_file (config, path, TRUE, &error));
-      g_assert_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE);
-      g_assert_true (g_str_has_prefix (error->message, expected));
-      g_assert_cmpuint (strlen (error->message), >, strlen (expected));
-      g_clear_error (&error);
-      assert_same_config (config, defaults);
-    }
+    assert_refused (path, cases[i].text, cases[i].prefix, FALSE);
   g_unlink (path);
 }
 
