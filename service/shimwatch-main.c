@@ -330,6 +330,11 @@ main (int    argc,
 
   g_main_loop_run (daemon.loop);
 
+  /* what the last deaths added to the history, and the counters, are written now: the
+   * manager's finalize would write them too, but only if nothing else (an exported
+   * skeleton the bus connection still holds) keeps it alive at exit */
+  if (daemon.manager != NULL)
+    shimwatch_manager_sync_history (daemon.manager);
   g_bus_unown_name (owner_id);
   if (daemon.connection != NULL)
     g_dbus_connection_flush_sync (daemon.connection, NULL, NULL);

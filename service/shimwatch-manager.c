@@ -640,6 +640,13 @@ shimwatch_manager_records_settled (ShimwatchManager *self)
          (self->containerd == NULL || shimwatch_containerd_records_settled (self->containerd));
 }
 
+void
+shimwatch_manager_sync_history (ShimwatchManager *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
+  shimwatch_history_sync (self->history);
+}
+
 guint
 shimwatch_manager_get_n_cleanups (ShimwatchManager *self)
 {

@@ -43,6 +43,8 @@ void                shimwatch_manager_shutdown            (ShimwatchManager     
 guint               shimwatch_manager_get_n_cleanups      (ShimwatchManager       *self);
 /* every task record asked for is written and synced, every signal's mark settled */
 gboolean            shimwatch_manager_records_settled     (ShimwatchManager       *self);
+/* the history's queued events and the counters are on disk when this returns */
+void                shimwatch_manager_sync_history        (ShimwatchManager       *self);
 
 const ShimwatchConfig *shimwatch_manager_get_config       (ShimwatchManager       *self);
 
