@@ -121,6 +121,15 @@ shimwatch_log_writer_format (GLogLevelFlags   level,
 
   switch ((int) mask)
     {
+    case G_LOG_LEVEL_ERROR:
+      name = "ERROR **";
+      break;
+    case G_LOG_LEVEL_CRITICAL:
+      name = "CRITICAL **";
+      break;
+    case G_LOG_LEVEL_WARNING:
+      name = "WARNING **";
+      break;
     case G_LOG_LEVEL_MESSAGE:
       name = "Message";
       break;
@@ -157,6 +166,8 @@ shimwatch_log_writer_format (GLogLevelFlags   level,
   if (!is_plain (message, (gsize) message_length) || !local_time (real_time, &tm))
     return FALSE;
 
+  if (mask & ALERT_LEVELS)
+    g_string_append_c (line, '\n');
   if (domain == NULL)
     g_string_append (line, "** ");
   if ((writer.prefixed & mask) == mask)
@@ -218,8 +229,8 @@ shimwatch_log_writer (GLogLevelFlags   level,
       domain = fields[i].value;
   if (g_log_writer_default_would_drop (level, domain))
     return G_LOG_WRITER_HANDLED;
-  /* rare lines, and lines GLib treats in ways of its own: GLib's writer */
-  if ((level & (ALERT_LEVELS | writer.fatal)) != 0 || (to_stderr ? writer.tty_err : writer.tty_out))
+  /* lines GLib treats in ways of its own: GLib's writer */
+  if ((level & writer.fatal) != 0 || (to_stderr ? writer.tty_err : writer.tty_out))
     return g_log_writer_default (level, fields, n_fields, user_data);
 
   if (writer.journal &&

@@ -14,9 +14,9 @@
  * stderr is the journal (g_log_writer_is_journald()); else "Domain-Message: HH:MM:SS.mmm:
  * text" on stderr (INFO and DEBUG on stdout), one write(2) per line; G_MESSAGES_DEBUG and
  * --verbose decide which info and debug lines are kept (g_log_writer_default_would_drop()),
- * G_MESSAGES_PREFIXED which lines carry "(prgname:pid): ". Warnings and worse, lines to a
- * terminal (colour), lines that GLib would escape or convert, and levels made fatal
- * (G_DEBUG) go through g_log_writer_default() itself.
+ * G_MESSAGES_PREFIXED which lines carry "(prgname:pid): ". Levels made fatal (errors,
+ * G_DEBUG=fatal-warnings), lines to a terminal (colour) and lines that GLib would escape
+ * or convert go through g_log_writer_default() itself.
  */
 #pragma once
 

@@ -185,7 +185,8 @@ static void
 test_writer_format (void)
 {
   static const GLogLevelFlags levels[] = {
-    G_LOG_LEVEL_MESSAGE, G_LOG_LEVEL_INFO, G_LOG_LEVEL_DEBUG
+    G_LOG_LEVEL_ERROR, G_LOG_LEVEL_CRITICAL, G_LOG_LEVEL_WARNING, G_LOG_LEVEL_MESSAGE,
+    G_LOG_LEVEL_INFO, G_LOG_LEVEL_DEBUG
   };
   g_autofree char *pid_prefix = g_strdup_printf ("(%s:%lu): ", g_get_prgname (),
                                                  (gulong) getpid ());
@@ -217,8 +218,10 @@ test_writer_format (void)
   g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "a\001b", SOME_TIME));
   g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "a\rb", SOME_TIME));
   g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "caf\303\251", SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "w", SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_CRITICAL, G_LOG_DOMAIN_TEST, "c", SOME_TIME));
+  g_assert_null (format_line (G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL, G_LOG_DOMAIN_TEST, "w",
+                              SOME_TIME));
+  g_assert_null (format_line (G_LOG_LEVEL_MESSAGE | G_LOG_FLAG_RECURSION, G_LOG_DOMAIN_TEST, "m",
+                              SOME_TIME));
   g_unsetenv ("TZ");
   tzset ();
 }
