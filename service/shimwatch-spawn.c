@@ -556,6 +556,17 @@ reply_cb (int          fd,
     }
 }
 
+static gsize
+append_string (char       *bytes,
+               gsize       at,
+               const char *string)
+{
+  gsize size = strlen (string) + 1;
+
+  memcpy (bytes + at, string, size);
+  return at + size;
+}
+
 /* Hands the run to the spawner. FALSE if there is none (or no more): the caller spawns it
  * itself. The descriptors are the child's (borrowed: the spawner gets copies). */
 static gboolean
@@ -569,7 +580,11 @@ spawn_by_spawner (GTask              *task,
 {
   SpawnData *data = g_task_get_task_data (task);
   ShimwatchSpawnerRequest request = { .magic = SHIMWATCH_SPAWNER_MAGIC };
-  g_autoptr(GByteArray) buffer = NULL;
+  char on_stack[8192];
+  g_autofree char *on_heap = NULL;
+  char *bytes;
+  gsize length;
+  gsize at;
   union {
     struct cmsghdr header;
     char           space[CMSG_SPACE (4 * sizeof (int))];
@@ -589,21 +604,26 @@ spawn_by_spawner (GTask              *task,
   if (fd < 0)
     return FALSE;
 
+  length = sizeof request + strlen (cwd) + 1;
   for (request.argc = 0; argv[request.argc] != NULL; request.argc++)
-    ;
+    length += strlen (argv[request.argc]) + 1;
   for (request.envc = 0; envp[request.envc] != NULL; request.envc++)
-    ;
+    length += strlen (envp[request.envc]) + 1;
+  if (length > SHIMWATCH_SPAWNER_REQUEST_MAX)
+    return FALSE;
   if (pidfd_open_errno_for_tests == 0 && !g_atomic_int_get (&pidfd_open_unavailable))
     request.flags |= SHIMWATCH_SPAWNER_WANT_PIDFD;
-  buffer = g_byte_array_sized_new (4096);
-  g_byte_array_append (buffer, (const guint8 *) &request, sizeof request);
-  g_byte_array_append (buffer, (const guint8 *) cwd, strlen (cwd) + 1);
+  /* a request of the usual size is built on the stack: a heap block this large is a
+   * "large" request to malloc, which consolidates its free lists each time */
+  bytes = length <= sizeof on_stack ? on_stack : (on_heap = g_malloc (length));
+  memcpy (bytes, &request, sizeof request);
+  at = sizeof request;
+  at = append_string (bytes, at, cwd);
   for (guint i = 0; i < request.argc; i++)
-    g_byte_array_append (buffer, (const guint8 *) argv[i], strlen (argv[i]) + 1);
+    at = append_string (bytes, at, argv[i]);
   for (guint i = 0; i < request.envc; i++)
-    g_byte_array_append (buffer, (const guint8 *) envp[i], strlen (envp[i]) + 1);
-  if (buffer->len > SHIMWATCH_SPAWNER_REQUEST_MAX)
-    return FALSE;
+    at = append_string (bytes, at, envp[i]);
+  g_assert (at == length);
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0)
     return FALSE;
@@ -611,7 +631,7 @@ spawn_by_spawner (GTask              *task,
   fds[1] = stdin_fd;
   fds[2] = stdout_fd;
   fds[3] = stderr_fd;
-  iov = (struct iovec) { buffer->data, buffer->len };
+  iov = (struct iovec) { bytes, length };
   memset (&control, 0, sizeof control);
   cmsg = &control.header;
   cmsg->cmsg_level = SOL_SOCKET;
@@ -720,6 +740,26 @@ watch_exit (GTask   *task,
   return TRUE;
 }
 
+/* the stdin of a command given none: one /dev/null for the life of the process, not an
+ * open() and a close() per command; -1 with errno set if it cannot be opened (tried again
+ * the next time) */
+static int
+dev_null (void)
+{
+  static int shared = -1;
+  int fd = g_atomic_int_get (&shared);
+
+  if (fd >= 0)
+    return fd;
+  fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 && !g_atomic_int_compare_and_exchange (&shared, -1, fd))
+    {
+      close (fd);
+      fd = g_atomic_int_get (&shared);
+    }
+  return fd;
+}
+
 void
 shimwatch_spawn_async (const char * const *argv,
                        const char * const *envp,
@@ -734,7 +774,6 @@ shimwatch_spawn_async (const char * const *argv,
   SpawnData *data = g_new0 (SpawnData, 1);
   int out[2] = { -1, -1 };
   int err[2] = { -1, -1 };
-  int null_fd = -1;
   int saved_errno = 0;
 
   g_task_set_source_tag (task, shimwatch_spawn_async);
@@ -746,7 +785,7 @@ shimwatch_spawn_async (const char * const *argv,
   g_task_set_task_data (task, data, (GDestroyNotify) spawn_data_free);
 
   if (stdin_fd < 0)
-    stdin_fd = null_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+    stdin_fd = dev_null ();
   if (stdin_fd < 0 || pipe2 (out, O_CLOEXEC) != 0 || pipe2 (err, O_CLOEXEC) != 0)
     {
       saved_errno = errno;
@@ -800,8 +839,6 @@ out:
       if (err[i] >= 0)
         close (err[i]);
     }
-  if (null_fd >= 0)
-    close (null_fd);
   if (error != NULL)
     g_task_return_error (task, g_steal_pointer (&error));
 }
