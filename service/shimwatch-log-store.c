@@ -34,35 +34,15 @@ task_log_dir (ShimwatchLogStore *self,
   return g_build_filename (self->dir, namespace_, id, NULL);
 }
 
-/* the time a log's task was deleted, from its mark; FALSE if it has none */
-static gboolean
-read_mark (const char *dir,
-           gint64     *when)
-{
-  g_autofree char *mark = g_build_filename (dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
-  g_autofree char *text = NULL;
-  char *end = NULL;
-
-  if (!g_file_get_contents (mark, &text, NULL, NULL))
-    return FALSE;
-  *when = g_ascii_strtoll (text, &end, 10);
-  /* a mark that says nothing sensible counts from now */
-  if (end == text || *when <= 0)
-    *when = g_get_real_time ();
-  return TRUE;
-}
-
+/* a mark for a log no task owns: its retention counts from now */
 static gint64
 write_mark (const char *dir)
 {
-  g_autofree char *mark = g_build_filename (dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
-  gint64 now = g_get_real_time ();
-  g_autofree char *text = g_strdup_printf ("%" G_GINT64_FORMAT "\n", now);
   g_autoptr(GError) error = NULL;
 
-  if (!g_file_set_contents_full (mark, text, -1, G_FILE_SET_CONTENTS_NONE, 0600, &error))
+  if (!shimwatch_task_log_write_mark (dir, &error))
     g_warning ("%s", error->message);
-  return now;
+  return g_get_real_time ();
 }
 
 static void
@@ -99,7 +79,7 @@ shimwatch_log_store_expire (ShimwatchLogStore *self)
           if (g_hash_table_contains (self->live, dir) ||
               !g_file_test (dir, G_FILE_TEST_IS_DIR))
             continue;
-          if (!read_mark (dir, &deleted_at))
+          if (!shimwatch_task_log_read_mark (dir, &deleted_at))
             {
               /* no task owns it (its end happened while the service was down) */
               deleted_at = write_mark (dir);
@@ -203,7 +183,7 @@ shimwatch_log_store_open (ShimwatchLogStore        *self,
       gint64 deleted_at;
       g_autofree char *aside = NULL;
 
-      if (!read_mark (dir, &deleted_at))
+      if (!shimwatch_task_log_read_mark (dir, &deleted_at))
         deleted_at = write_mark (dir);
       aside = g_strdup_printf ("%s~%" G_GINT64_FORMAT, dir, deleted_at);
       if (rename (dir, aside) != 0)

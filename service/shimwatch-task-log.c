@@ -1069,34 +1069,30 @@ stop (ShimwatchTaskLog *self,
   end_readers (self);
 }
 
-/* the spare file made with the log, written and renamed into place; FALSE: there is
+/* the spare file made with the log, its time set and renamed into place; FALSE: there is
  * none (a log of an earlier version, or it could not be made) */
 static gboolean
 mark_from_spare (ShimwatchTaskLog *self,
                  const char       *mark,
-                 const char       *when)
+                 gint64            when)
 {
   g_autofree char *spare = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_SPARE, NULL);
-  gsize length = strlen (when);
-  gboolean written;
-  int fd;
+  const struct timespec times[2] = {
+    { .tv_nsec = UTIME_OMIT },
+    { .tv_sec = when / G_USEC_PER_SEC, .tv_nsec = when % G_USEC_PER_SEC * 1000 },
+  };
 
-  /* no O_TRUNC: ext4 writes back a file truncated to 0 when it is closed (auto_da_alloc),
-   * which cost more than the rest of the task's end; the file is empty from its making,
-   * and whatever an interrupted earlier end wrote is cut to this end's length */
-  fd = open (spare, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return FALSE;
-  written = pwrite (fd, when, length, 0) == (gssize) length && ftruncate (fd, (off_t) length) == 0;
-  close (fd);
-  return written && rename (spare, mark) == 0;
+  /* The mark's time is its modification time: two calls that touch no data block. Writing
+   * the time into the file took an open(), a write, an ftruncate() (a spare may hold what
+   * an interrupted end of an earlier version wrote) and a close() more. */
+  return utimensat (AT_FDCWD, spare, times, AT_SYMLINK_NOFOLLOW) == 0 &&
+         rename (spare, mark) == 0;
 }
 
 void
 shimwatch_task_log_finish (ShimwatchTaskLog *self)
 {
   g_autofree char *mark = NULL;
-  g_autofree char *when = NULL;
   g_autoptr(GError) error = NULL;
 
   g_return_if_fail (SHIMWATCH_IS_TASK_LOG (self));
@@ -1107,9 +1103,8 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
    * mark is written before stop() gives followers their end of file, so a reader that
    * sees the end also sees the log marked deleted */
   mark = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
-  when = g_strdup_printf ("%" G_GINT64_FORMAT "\n", g_get_real_time ());
-  if (!mark_from_spare (self, mark, when) &&
-      !g_file_set_contents_full (mark, when, -1, G_FILE_SET_CONTENTS_NONE, 0600, &error))
+  if (!mark_from_spare (self, mark, g_get_real_time ()) &&
+      !shimwatch_task_log_write_mark (self->dir, &error))
     log_task (self, G_LOG_LEVEL_WARNING, "cannot mark the task log deleted: %s",
               error->message);
   stop (self, TRUE);
@@ -1126,6 +1121,30 @@ shimwatch_task_log_detach (ShimwatchTaskLog *self)
     return;
   stop (self, FALSE);
   self->done = TRUE;
+}
+
+gboolean
+shimwatch_task_log_write_mark (const char  *dir,
+                               GError     **error)
+{
+  g_autofree char *mark = g_build_filename (dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
+
+  /* empty: its modification time says when */
+  return g_file_set_contents_full (mark, "", 0, G_FILE_SET_CONTENTS_NONE, 0600, error);
+}
+
+gboolean
+shimwatch_task_log_read_mark (const char *dir,
+                              gint64     *when)
+{
+  g_autofree char *mark = g_build_filename (dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
+  struct stat st;
+
+  if (lstat (mark, &st) != 0)
+    return FALSE;
+  /* a mark of an earlier version holds the same time as text, written when it was made */
+  *when = (gint64) st.st_mtim.tv_sec * G_USEC_PER_SEC + st.st_mtim.tv_nsec / 1000;
+  return TRUE;
 }
 
 gboolean

@@ -27,8 +27,9 @@ G_BEGIN_DECLS
 /* ReadLog answers at most this much text (the newest lines); OpenLog has no such limit */
 #define SHIMWATCH_TASK_LOG_READ_MAX       (8 * 1024 * 1024)
 #define SHIMWATCH_TASK_LOG_FILE           "output.log"
+/* the log of a deleted task: its modification time is the time of the TaskDelete */
 #define SHIMWATCH_TASK_LOG_DELETED_MARK   "deleted"
-/* made empty with a new task's log, so that its end only writes and renames it */
+/* made empty with a new task's log, so that its end only sets its time and renames it */
 #define SHIMWATCH_TASK_LOG_DELETED_SPARE  ".deleted.tmp"
 
 typedef enum {
@@ -112,6 +113,12 @@ gboolean          shimwatch_task_log_parse_line  (const char                    
                                                   const char                   **stream,
                                                   const char                   **text,
                                                   gsize                         *text_len);
+/* the deleted mark of the log in @dir: made now (a log no task owns), or its time (µs
+ * since the epoch; FALSE: the log has none) */
+gboolean          shimwatch_task_log_write_mark  (const char                    *dir,
+                                                  GError                       **error);
+gboolean          shimwatch_task_log_read_mark   (const char                    *dir,
+                                                  gint64                        *when);
 /* remove a log directory and what is in it (no subdirectories are made) */
 gboolean          shimwatch_task_log_remove_dir  (const char                    *dir,
                                                   GError                       **error);
