@@ -195,8 +195,9 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
   shimwatch_dbus_shim_set_exit_status (iface, exit_status);
   shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
   shimwatch_dbus_shim_set_exit_reason (iface, reason);
-  /* a client that sees TaskExit already sees the properties that go with it */
-  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
+  /* a client that sees TaskExit already sees the properties that go with it (after a
+   * dead shim, with Status: one PropertiesChanged) */
+  shimwatch_shim_flush_changes (self);
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
   before_signal (self, member, "exit-prepared", "exit-emitted");
@@ -213,6 +214,9 @@ emit_task_delete_and_finish (ShimwatchShim *self,
                              gboolean       reaped,
                              gboolean       cleanup_failed)
 {
+  /* nothing changed is left unsent when the object goes */
+  if (self->changes_held)
+    shimwatch_shim_flush_changes (self);
   if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) ==
       SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE)
     {
@@ -372,6 +376,12 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   if (shimwatch_shim_is_detached (self) || shimwatch_shim_is_cleaning (self))
     return;
+  /* a dead shim's task whose exit the cleanup's kill will report (below): its Status
+   * ("cleaning") goes out with the exit properties, in the one PropertiesChanged before
+   * TaskExit, a few milliseconds later, not in one of its own. A Get sees it at once */
+  if (self->exported && !shimwatch_shim_is_deleted (self) && self->task_pidfd >= 0 &&
+      !shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
+    shimwatch_shim_hold_changes (self);
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
 
   /* a crash (not the end of a normal Delete; during CreateTask the task is nobody's yet):

@@ -70,6 +70,10 @@ struct _ShimwatchShim
   gboolean             stop_killed;
 
   GVariant            *all_properties;  /* a{sv} for the object manager; NULL: changed */
+  /* changes of properties wait for shimwatch_shim_flush_changes(): no PropertiesChanged of
+   * their own (see shimwatch_shim_hold_changes()) */
+  gboolean             changes_held;
+  GParamSpec          *held_pspec;      /* one property that changed meanwhile */
 };
 
 enum {
@@ -139,6 +143,11 @@ void     shimwatch_shim_replay_early_events (ShimwatchShim  *self);
 void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
 
 /* shimwatch-shim.c */
+/* the properties changed from now on go out in one PropertiesChanged, at the next
+ * shimwatch_shim_flush_changes(), not each turn */
+void     shimwatch_shim_hold_changes        (ShimwatchShim  *self);
+/* what changed (also while held) goes out now, in one PropertiesChanged */
+void     shimwatch_shim_flush_changes       (ShimwatchShim  *self);
 /* the exit is known: every Stop waiting for it returns its status */
 void     shimwatch_shim_complete_stops      (ShimwatchShim  *self);
 void     shimwatch_shim_fail_stops          (ShimwatchShim  *self,

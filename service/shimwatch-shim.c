@@ -1255,12 +1255,47 @@ shimwatch_shim_get_properties (GDBusInterfaceSkeleton *skeleton)
   return g_variant_ref (self->all_properties);
 }
 
+/* The generated skeleton sends a PropertiesChanged from an idle it attaches at the first
+ * notify, or at once on g_dbus_interface_skeleton_flush(), which sends only if that idle
+ * is there. While changes are held the skeleton is not told (it still keeps what
+ * changed, with the values clients saw last); flushing tells it once, then flushes. */
 static void
 shimwatch_shim_notify (GObject    *object,
                        GParamSpec *pspec)
 {
-  g_clear_pointer (&SHIMWATCH_SHIM (object)->all_properties, g_variant_unref);
+  ShimwatchShim *self = SHIMWATCH_SHIM (object);
+
+  g_clear_pointer (&self->all_properties, g_variant_unref);
+  if (self->changes_held)
+    {
+      self->held_pspec = pspec;
+      return;
+    }
   G_OBJECT_CLASS (shimwatch_shim_parent_class)->notify (object, pspec);
+}
+
+void
+shimwatch_shim_hold_changes (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  self->changes_held = TRUE;
+}
+
+void
+shimwatch_shim_flush_changes (ShimwatchShim *self)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  if (self->changes_held)
+    {
+      GParamSpec *pspec = g_steal_pointer (&self->held_pspec);
+
+      self->changes_held = FALSE;
+      if (pspec != NULL)
+        G_OBJECT_CLASS (shimwatch_shim_parent_class)->notify (G_OBJECT (self), pspec);
+    }
+  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
 }
 
 static void

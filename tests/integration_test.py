@@ -515,23 +515,26 @@ class SeedTests(ShimwatchTestCase):
             self.assertEqual(len(self.signals.named(member)), 20, member)
         self.assertEqual(os.listdir(os.path.join(self.runtime_dir, "tasks")), [])
 
-        # what the deaths sent: per task its signals, the PropertiesChanged with the exit
-        # properties before its TaskExit, and one for its Status; the counters'
-        # PropertiesChanged at most every 250 ms, the last with their final values
+        # what the deaths sent: per task its signals and one PropertiesChanged, between
+        # ShimDisconnected and TaskExit, with its Status and the exit properties; the
+        # counters' PropertiesChanged at most every 250 ms, the last with their final values
         pump(1.0)
         sent = self.signals.log[first:]
         for task_id, (path, *_) in info.items():
+            disconnected_at = next(i for i, e in enumerate(sent)
+                                   if e[0] == "ShimDisconnected" and e[2][2] == task_id)
             exit_at = next(i for i, e in enumerate(sent)
                            if e[0] == "TaskExit" and e[2][2] == task_id)
-            changes = [e[2][1] for e in sent if e[0] == "PropertiesChanged" and e[1] == path]
-            self.assertLessEqual(len(changes), 2, changes)
-            seen = {}
-            for e in sent[:exit_at]:
-                if e[0] == "PropertiesChanged" and e[1] == path:
-                    seen.update(e[2][1])
-            self.assertEqual((seen.get("ExitStatus"), seen.get("ExitedAt")),
-                             (sent[exit_at][2][5], sent[exit_at][2][6]), seen)
-            self.assertEqual(seen.get("ExitReason"), "shim-died")
+            changes = [(i, e[2][1]) for i, e in enumerate(sent)
+                       if e[0] == "PropertiesChanged" and e[1] == path]
+            self.assertEqual(len(changes), 1, changes)
+            at, changed = changes[0]
+            self.assertLess(disconnected_at, at)
+            self.assertLess(at, exit_at)
+            self.assertEqual(changed, {"Status": "cleaning",
+                                       "ExitStatus": sent[exit_at][2][5],
+                                       "ExitedAt": sent[exit_at][2][6],
+                                       "ExitReason": "shim-died"})
         counters = [e for e in sent if e[0] == "PropertiesChanged" and e[1] == MANAGER_PATH]
         self.assertLessEqual(len(counters), int(window / 0.25) + 2,
                              [(round(e[3] - killed, 3), e[2][1]) for e in counters])
