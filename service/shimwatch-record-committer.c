@@ -27,6 +27,7 @@ typedef struct {
   guint                     slot;        /* OP_SIGNAL: the signal's, and its pending mark */
   ShimwatchMark             mark;
   char                     *member;      /* OP_SIGNAL */
+  char                     *key;         /* OP_SIGNAL: the task's */
   char                     *subject;
   char                     *crash_point;
   gboolean                  settled;     /* OP_SIGNAL: the ledger told */
@@ -57,12 +58,14 @@ struct _ShimwatchRecordCommitter
   GPtrArray             *flush_waiting;   /* PathState: removals the running flush covers */
   GPtrArray             *flush_next;      /* PathState: removals for the next flush */
   gboolean               flush_running;
+  guint                  n_flushes;       /* for tests */
 };
 
 /* a task's marks file, mapped from its first record (or mark) to its removal */
 typedef struct {
   ShimwatchMarksFile *file;
   gboolean            has_record;    /* its JSON record is there (or on its way) */
+  gboolean            last_sent;     /* its last signal's mark says sent: GDBus writes it */
 } TaskMarks;
 
 static void run (ShimwatchRecordCommitter *self,
@@ -133,6 +136,7 @@ op_unref (Op *op)
   g_clear_pointer (&op->bytes, g_bytes_unref);
   g_clear_pointer (&op->marks, shimwatch_marks_file_unref);
   g_free (op->member);
+  g_free (op->key);
   g_free (op->subject);
   g_free (op->crash_point);
   g_free (op);
@@ -247,6 +251,7 @@ start_flush (ShimwatchRecordCommitter *self)
   self->flush_next = g_ptr_array_new ();
   g_ptr_array_extend_and_steal (self->flush_waiting, g_steal_pointer (&next));
   self->flush_running = TRUE;
+  self->n_flushes++;
   /* the committer outlives the flush: free() drains first */
   g_dbus_connection_flush (self->connection, NULL, flush_done_cb, self);
 }
@@ -263,6 +268,7 @@ signal_settled_cb (const char            *member,
   Op *op = user_data;
   ShimwatchRecordCommitter *self = op->committer;
   PathState *state = op->state;     /* NULL: its record is not waited for */
+  TaskMarks *marks;
 
   op->settled = TRUE;
   op->sent = sent;
@@ -272,6 +278,10 @@ signal_settled_cb (const char            *member,
       return;
     }
   g_hash_table_remove (self->unsettled, op);
+  /* its mark says sent: the ledger stored it right before GDBus's write */
+  marks = g_hash_table_lookup (self->marks, op->key);
+  if (marks != NULL)
+    marks->last_sent = sent && commit != NULL;
   /* the mark survives a crash of the machine too, with the next batch */
   if (commit != NULL && sent)
     shimwatch_records_commit_sync_later (commit, self->queue);
@@ -289,6 +299,15 @@ signal_settled_cb (const char            *member,
       op_unref (op);
       run (self, state);
     }
+}
+
+static gboolean
+last_signal_marked_sent (ShimwatchRecordCommitter *self,
+                         PathState                *state)
+{
+  TaskMarks *marks = g_hash_table_lookup (self->marks, state->key);
+
+  return marks != NULL && marks->last_sent;
 }
 
 static void
@@ -329,7 +348,10 @@ run (ShimwatchRecordCommitter *self,
                                                                   self->queue)
                                 : NULL;
             gboolean written = commit != NULL;
+            TaskMarks *marks = g_hash_table_lookup (self->marks, state->key);
 
+            if (marks != NULL)
+              marks->last_sent = FALSE;
             /* NULL: the signal goes out unmarked. The ledger frees a mark whose signal
              * was settled before (no bus): it stays "not sent" */
             shimwatch_signal_ledger_set_commit (self->ledger, op->member, op->subject,
@@ -342,12 +364,17 @@ run (ShimwatchRecordCommitter *self,
           break;
 
         case OP_REMOVE:
-          if (self->connection == NULL || g_dbus_connection_is_closed (self->connection))
+          /* After a signal whose mark says sent (TaskDelete, at the end of a task) no
+           * flush: GDBus's thread marks it right before it writes it, so a record gone
+           * from now on claims nothing a restart could still send; the flush, a thread
+           * round trip per death, would add nothing */
+          if (self->connection == NULL || g_dbus_connection_is_closed (self->connection) ||
+              last_signal_marked_sent (self, state))
             {
               remove_now (self, state);
               break;
             }
-          /* the signals before it are marked, but maybe not written yet */
+          /* the signals before it are not all marked, and maybe not written yet */
           state->flushing = TRUE;
           g_ptr_array_add (self->flush_next, state);
           if (!self->flush_running)
@@ -441,6 +468,7 @@ shimwatch_record_committer_expect (ShimwatchRecordCommitter  *self,
         }
     }
   op->member = g_strdup (record->pending_signal);
+  op->key = g_strdup (state->key);
   op->subject = g_strdup (subject);
   op->crash_point = g_strdup (crash_point);
   op->committer = self;
@@ -507,6 +535,12 @@ ShimwatchCommitQueue *
 shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self)
 {
   return self->queue;
+}
+
+guint
+shimwatch_record_committer_get_n_flushes (ShimwatchRecordCommitter *self)
+{
+  return self->n_flushes;
 }
 
 ShimwatchRecordCommitter *

@@ -20,9 +20,10 @@
  * only: the signal itself is emitted at once, and the ledger's filter holds it until its
  * mark is there.
  *
- * The removal of a record after TaskDelete waits until that signal is really written
- * (a flush of the connection); if the signal never went out the record stays, so the
- * next start of the service sends it.
+ * The removal of a record after TaskDelete waits until that signal's mark says sent
+ * (GDBus writes it next: a restart would not send it again either), or, for a signal
+ * that went out unmarked, until it is really written (a flush of the connection); if the
+ * signal never went out the record stays, so the next start of the service sends it.
  */
 #pragma once
 
@@ -71,5 +72,7 @@ gboolean shimwatch_record_committer_is_idle (ShimwatchRecordCommitter *self);
 gboolean shimwatch_record_committer_drain   (ShimwatchRecordCommitter *self,
                                              guint                     timeout_ms);
 ShimwatchCommitQueue *shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self);
+/* (tests) how many removals waited for a flush of the connection */
+guint    shimwatch_record_committer_get_n_flushes (ShimwatchRecordCommitter *self);
 
 G_END_DECLS
