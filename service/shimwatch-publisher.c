@@ -61,6 +61,29 @@ shimwatch_publisher_get_signals (ShimwatchPublisher *self)
   return self->signals;
 }
 
+/* What the generated shimwatch_dbus_manager_emit_*() do, without what they do first: a
+ * GObject signal emission by name, its arguments collected into GValues and handed
+ * through libffi's generic marshaller to the class handler that emits. Nothing connects
+ * to those GObject signals. Like the generated code, it sends nothing while the
+ * Manager is not exported. */
+void
+shimwatch_publisher_emit (ShimwatchPublisher *self,
+                          const char         *member,
+                          GVariant           *parameters)
+{
+  GDBusInterfaceSkeleton *skeleton = G_DBUS_INTERFACE_SKELETON (self->signals);
+  g_autoptr(GVariant) sunk = g_variant_ref_sink (parameters);
+  g_autoptr(GError) error = NULL;
+  GDBusConnection *connection = g_dbus_interface_skeleton_get_connection (skeleton);
+
+  if (connection == NULL)
+    return;
+  if (!g_dbus_connection_emit_signal (connection, NULL,
+                                      g_dbus_interface_skeleton_get_object_path (skeleton),
+                                      SHIMWATCH_DBUS_MANAGER_IFACE, member, sunk, &error))
+    g_debug ("%s not sent: %s", member, error->message);
+}
+
 ShimwatchSignalLedger *
 shimwatch_publisher_get_ledger (ShimwatchPublisher *self)
 {

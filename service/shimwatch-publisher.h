@@ -31,6 +31,11 @@ void                   shimwatch_publisher_attach          (ShimwatchPublisher  
 /* NULL until attached */
 GDBusConnection       *shimwatch_publisher_get_connection  (ShimwatchPublisher   *self);
 ShimwatchDbusManager  *shimwatch_publisher_get_signals     (ShimwatchPublisher   *self);
+/* the Manager's signal @member with @parameters (floating taken), as the generated
+ * shimwatch_dbus_manager_emit_*() send it, for less */
+void                   shimwatch_publisher_emit            (ShimwatchPublisher   *self,
+                                                            const char           *member,
+                                                            GVariant             *parameters);
 ShimwatchSignalLedger *shimwatch_publisher_get_ledger      (ShimwatchPublisher   *self);
 const char            *shimwatch_publisher_get_records_dir (ShimwatchPublisher   *self);
 ShimwatchRecordCommitter *shimwatch_publisher_get_committer (ShimwatchPublisher   *self);

@@ -201,9 +201,9 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
   shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
   before_signal (self, member, "exit-prepared", "exit-emitted");
-  shimwatch_dbus_manager_emit_task_exit (manager_iface (self), self->path, self->namespace_,
-                                         self->id, self->id, pid, exit_status,
-                                         (guint64) exited_at);
+  shimwatch_publisher_emit (self->services.publisher, member,
+                            g_variant_new ("(osssuut)", self->path, self->namespace_, self->id,
+                                           self->id, pid, exit_status, (guint64) exited_at));
   shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
@@ -226,10 +226,11 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
                           self->exit.pid, self->exit.exit_status);
       before_signal (self, member, "delete-prepared", "delete-emitted");
-      shimwatch_dbus_manager_emit_task_delete (manager_iface (self), self->path,
-                                               self->namespace_, self->id, self->id,
-                                               self->exit.pid, self->exit.exit_status,
-                                               (guint64) self->exit.exited_at);
+      shimwatch_publisher_emit (self->services.publisher, member,
+                                g_variant_new ("(osssuut)", self->path, self->namespace_,
+                                               self->id, self->id, self->exit.pid,
+                                               self->exit.exit_status,
+                                               (guint64) self->exit.exited_at));
       shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
     }
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
@@ -395,9 +396,9 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
         shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
 
       before_signal (self, member, "disconnected-prepared", "disconnected");
-      shimwatch_dbus_manager_emit_shim_disconnected (manager_iface (self), self->path,
-                                                     self->namespace_, self->id,
-                                                     shimwatch_dbus_shim_get_shim_pid (iface));
+      shimwatch_publisher_emit (self->services.publisher, member,
+                                g_variant_new ("(ossu)", self->path, self->namespace_, self->id,
+                                               shimwatch_dbus_shim_get_shim_pid (iface)));
       disconnected = TRUE;
     }
 
