@@ -35,6 +35,7 @@ judged only in a full run: timing on a shared machine is no pass/fail test.
 """
 
 import argparse
+import collections
 import concurrent.futures
 import datetime
 import hashlib
@@ -144,6 +145,28 @@ def threads_switches(pid):
         except (OSError, KeyError):     # the thread ended meanwhile
             pass
     return counts
+
+
+def thread_names(pid):
+    """{tid: comm} for every thread of pid."""
+    names = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names[tid] = f.read().strip()
+        except OSError:
+            pass
+    return names
+
+
+def switches_by_name(pid, before):
+    """Context switches of pid's threads since threads_switches() gave before, summed by
+    thread name (pool threads that ended took their count with them)."""
+    after, names = threads_switches(pid), thread_names(pid)
+    by_name = collections.Counter()
+    for tid, n in after.items():
+        by_name[names.get(tid, "?")] += n - before.get(tid, 0)
+    return dict(by_name)
 
 
 def switches_since(pid, before):
@@ -904,11 +927,16 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
     cpu_before = {"own": cpu_seconds(pid), "helpers": helpers_cpu_seconds(pid),
                   "tree": cpu_seconds(pid, children=True) +
                   sum(cpu_seconds(p, children=True) for p in extra_pids)}
+    switches_before, main_before = threads_switches(pid), context_switches(pid)
     with profile or Profile(argparse.Namespace(perf=None), 0, ""):
         killed = time.monotonic()
         kill_by_pid([t["ShimPid"] for t in tasks.values()])
         wait_deleted(ids, 300)
         done = time.monotonic()
+    # the service's thread wake-ups in the window (threads that ended took theirs along)
+    switches, _ = switches_since(pid, switches_before)
+    by_name = switches_by_name(pid, switches_before)
+    main_sleeps = context_switches(pid)[0] - main_before[0]
     cpu_after = {"own": cpu_seconds(pid), "helpers": helpers_cpu_seconds(pid),
                  "tree": cpu_seconds(pid, children=True) +
                  sum(cpu_seconds(p, children=True) for p in extra_pids)}
@@ -917,14 +945,18 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
     time.sleep(1)
     left = leftovers(tasks)
     log(f"mass {system}: last exit {last_exit:.2f} s, last delete {last_delete:.2f} s, "
-        f"left {left}")
+        f"left {left}; per death: {switches / n:.1f} context switches of its threads, "
+        f"{main_sleeps / n:.1f} sleeps of its main thread ended; by thread: "
+        f"{ {k: round(v / n, 1) for k, v in by_name.items()} }")
     return {"n": n, "last_exit_s": last_exit, "last_delete_s": last_delete,
             "window_s": done - killed, "leftovers": sum(left.values()), "leftover_kinds": left,
             "cpu_total_s": cpu_after["tree"] - cpu_before["tree"],
             "cpu_own_s": cpu_after["own"] - cpu_before["own"],
             # the spawner's part of cpu_own_s
             "cpu_spawner_s": cpu_after["helpers"] - cpu_before["helpers"],
-            "idle_cpu_percent": idle_cpu, "rss_kib": rss}
+            "idle_cpu_percent": idle_cpu, "rss_kib": rss,
+            "context_switches": switches, "main_thread_sleeps": main_sleeps,
+            "context_switches_by_thread": by_name}
 
 
 def unit_mass(ws, args):
