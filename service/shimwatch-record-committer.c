@@ -441,6 +441,10 @@ shimwatch_record_committer_expect (ShimwatchRecordCommitter  *self,
   signal = shimwatch_lifecycle_signal_from_member (record->pending_signal);
   g_return_val_if_fail (signal != SHIMWATCH_LIFECYCLE_SIGNAL_NONE, FALSE);
 
+  /* the task's signal before this one has most often gone out meanwhile (GDBus's thread
+   * settled it, the main loop has not heard yet): this mark need not queue behind it,
+   * and its signal then never waits in the filter for the main thread to hand it over */
+  shimwatch_signal_ledger_settle_now (self->ledger);
   state = get_state (self, record->namespace_, record->id);
   op = op_new (OP_SIGNAL, state);
   marks = get_marks (self, state);
@@ -485,8 +489,11 @@ shimwatch_record_committer_remove (ShimwatchRecordCommitter *self,
                                    const char               *namespace_,
                                    const char               *id)
 {
-  PathState *state = get_state (self, namespace_, id);
+  PathState *state;
 
+  /* likewise: a TaskDelete already marked sent lets the record go at once */
+  shimwatch_signal_ledger_settle_now (self->ledger);
+  state = get_state (self, namespace_, id);
   submit (self, state, op_new (OP_REMOVE, state));
 }
 

@@ -111,16 +111,24 @@ shimwatch_signal_ledger_unref (ShimwatchSignalLedger *ledger)
 
 /* -- settling, on the main thread -------------------------------------------------------- */
 
-static gboolean
-settle_cb (gpointer user_data)
+/* the settled callbacks of what GDBus's thread settled so far; @from_source: the idle
+ * it attached runs (else it stays attached, and finds less or nothing to do) */
+static void
+settle_all (ShimwatchSignalLedger *ledger,
+            gboolean               from_source)
 {
-  ShimwatchSignalLedger *ledger = user_data;
   g_autoptr(GPtrArray) settled = NULL;
 
   g_mutex_lock (&ledger->mutex);
+  if (from_source)
+    g_clear_pointer (&ledger->settle_source, g_source_unref);
+  if (ledger->settled->len == 0)
+    {
+      g_mutex_unlock (&ledger->mutex);
+      return;
+    }
   settled = g_steal_pointer (&ledger->settled);
   ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
-  g_clear_pointer (&ledger->settle_source, g_source_unref);
   g_mutex_unlock (&ledger->mutex);
 
   for (guint i = 0; i < settled->len; i++)
@@ -137,7 +145,23 @@ settle_cb (gpointer user_data)
         entry->settled (entry->member, entry->subject, entry->sent,
                         g_steal_pointer (&entry->commit), entry->user_data);
     }
+}
+
+static gboolean
+settle_cb (gpointer user_data)
+{
+  settle_all (user_data, TRUE);
   return G_SOURCE_REMOVE;
+}
+
+void
+shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger)
+{
+  /* only where the callbacks may run: the thread that runs the context */
+  if (!g_main_context_acquire (ledger->context))
+    return;
+  settle_all (ledger, FALSE);
+  g_main_context_release (ledger->context);
 }
 
 /* under the mutex; any thread */

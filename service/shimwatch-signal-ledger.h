@@ -67,6 +67,10 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
                                              const char            *member,
                                              const char            *subject,
                                              ShimwatchRecordCommit *commit);
+/* On the ledger's main context: the settled callbacks of the signals GDBus's thread has
+ * settled so far run now, not in the next turn of the main loop (which still comes, and
+ * finds less to do). */
+void     shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
 void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,

@@ -1225,6 +1225,63 @@ test_committer_tmpfs_does_not_wait (LedgerFixture *f,
   shimwatch_commit_queue_set_held (f->queue, FALSE);
 }
 
+static ShimwatchMarkState
+mark_state (LedgerFixture *f,
+            const char    *member)
+{
+  g_autofree char *path = shimwatch_marks_path (f->records_dir, "ns", "t1");
+  g_autofree char *data = NULL;
+  gsize length;
+  ShimwatchMark marks[SHIMWATCH_MARKS_N_SLOTS];
+
+  g_assert_true (g_file_get_contents (path, &data, &length, NULL));
+  g_assert_true (shimwatch_marks_decode ((const guint8 *) data, length, marks, NULL, NULL));
+  return marks[shimwatch_lifecycle_signal_to_slot (
+    shimwatch_lifecycle_signal_from_member (member))].state;
+}
+
+/* A task's next mark does not wait for the main loop to hear that the signal before it
+ * went out: GDBus's thread settled ShimDisconnected, and TaskExit's mark is written as it
+ * is asked for, so TaskExit is not held in the filter until the main thread hands its
+ * mark over. No main-loop turn between the two here. */
+static void
+test_committer_takes_settled_at_once (LedgerFixture *f,
+                                      gconstpointer  data)
+{
+  const char *members[] = { "ShimDisconnected", "TaskExit", "TaskDelete" };
+  gint64 deadline;
+
+  if (!shimwatch_commit_path_is_volatile (f->records_dir))
+    {
+      g_test_skip ("/dev/shm is not a tmpfs here");
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      ShimwatchRecord record = { 0 };
+
+      signal_record (&record, members[i]);
+      g_assert_true (shimwatch_record_committer_expect (f->committer, &record, LEDGER_SUBJECT,
+                                                        NULL, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (mark_state (f, members[i]), ==, SHIMWATCH_MARK_PENDING);
+      emit_signal (f, members[i], LEDGER_SUBJECT);
+      /* the receiver's filter runs in its own GDBus thread: no main loop needed */
+      deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+      while (g_atomic_int_get (&f->n_received) < (gint) i + 1 &&
+             g_get_monotonic_time () < deadline)
+        g_usleep (1000);
+      g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, i + 1);
+      g_assert_cmpint (mark_state (f, members[i]), ==, SHIMWATCH_MARK_SENT);
+    }
+  g_assert_true (iterate (10000, committer_idle, f));
+  assert_all_received_marked (f);
+  shimwatch_record_committer_remove (f->committer, "ns", "t1");
+  g_assert_true (iterate (10000, committer_idle, f));
+  f->removed = TRUE;
+}
+
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
 /* what the marks file says of one slot, written as the service writes it */
 static void
@@ -1584,5 +1641,7 @@ main (int    argc,
               test_committer_unsent_keeps_record, ledger_teardown);
   g_test_add ("/service/committer/tmpfs-does-not-wait", LedgerFixture, "tmpfs", ledger_setup,
               test_committer_tmpfs_does_not_wait, ledger_teardown);
+  g_test_add ("/service/committer/takes-settled-at-once", LedgerFixture, "tmpfs", ledger_setup,
+              test_committer_takes_settled_at_once, ledger_teardown);
   return g_test_run ();
 }
