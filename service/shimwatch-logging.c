@@ -108,8 +108,7 @@ shimwatch_log_task_full (const char             *log_domain,
                          const char             *format,
                          ...)
 {
-  g_autofree char *text = NULL;
-  g_autofree char *message = NULL;
+  g_autoptr(GString) message = NULL;
   GLogField *fields;
   guint n_extra = 0;
   guint n = 0;
@@ -121,14 +120,20 @@ shimwatch_log_task_full (const char             *log_domain,
   if (g_log_writer_default_would_drop (level, log_domain))
     return;
 
+  /* "<prefix><namespace>/<id>: <text>", formatted once */
+  message = g_string_sized_new (256);
+  if (!task->bare)
+    {
+      if (task->prefix != NULL)
+        g_string_append (message, task->prefix);
+      g_string_append (message, task->namespace_ != NULL ? task->namespace_ : "(null)");
+      g_string_append_c (message, '/');
+      g_string_append (message, task->id != NULL ? task->id : "(null)");
+      g_string_append (message, ": ");
+    }
   va_start (args, format);
-  text = g_strdup_vprintf (format, args);
+  g_string_append_vprintf (message, format, args);
   va_end (args);
-  if (task->bare)
-    message = g_steal_pointer (&text);
-  else
-    message = g_strdup_printf ("%s%s/%s: %s", task->prefix != NULL ? task->prefix : "",
-                               task->namespace_, task->id, text);
 
   /* straight to the writer, as g_log_variant() would hand them over, without building a
    * GVariant first */
@@ -158,7 +163,7 @@ shimwatch_log_task_full (const char             *log_domain,
     ADD_FIELD (SHIMWATCH_LOG_FIELD_EVENT, task->event);
   for (guint i = 0; i < n_extra; i += 2)
     ADD_FIELD (task->extra[i], task->extra[i + 1]);
-  ADD_FIELD ("MESSAGE", message);
+  ADD_FIELD ("MESSAGE", message->str);
 #undef ADD_FIELD
   g_log_structured_array (level, fields, n);
 }
