@@ -297,6 +297,21 @@ append_quoted (GString    *out,
   return TRUE;
 }
 
+/* decimal digits without a printf(3) per number: lines are made on the caller's path */
+static void
+append_uint (GString *out,
+             guint64  value)
+{
+  char digits[20];
+  guint n = 0;
+
+  do
+    digits[n++] = (char) ('0' + value % 10);
+  while ((value /= 10) != 0);
+  while (n > 0)
+    g_string_append_c (out, digits[--n]);
+}
+
 /* the line g_variant_print (entry, TRUE) gives for the entry shimwatch_history_add()
  * builds of the same event, without printing a GVariant: the history's file format;
  * FALSE (and out as it was) where a string needs more than printable ASCII */
@@ -308,15 +323,23 @@ append_line (GString                     *out,
   gsize start = out->len;
   gboolean ok;
 
-  g_string_append_printf (out, "{'time': <uint64 %" G_GUINT64_FORMAT ">, 'event': <", time);
+  g_string_append (out, "{'time': <uint64 ");
+  append_uint (out, time);
+  g_string_append (out, ">, 'event': <");
   ok = append_quoted (out, event->event);
   g_string_append (out, ">, 'namespace': <");
   ok = ok && append_quoted (out, event->namespace_);
   g_string_append (out, ">, 'id': <");
   ok = ok && append_quoted (out, event->id);
-  g_string_append_printf (out, ">, 'pid': <uint32 %u>", event->pid);
+  g_string_append (out, ">, 'pid': <uint32 ");
+  append_uint (out, event->pid);
+  g_string_append_c (out, '>');
   if (event->has_exit_status)
-    g_string_append_printf (out, ", 'exit_status': <uint32 %u>", event->exit_status);
+    {
+      g_string_append (out, ", 'exit_status': <uint32 ");
+      append_uint (out, event->exit_status);
+      g_string_append_c (out, '>');
+    }
   if (ok && event->reason != NULL && event->reason[0] != '\0')
     {
       g_string_append (out, ", 'reason': <");
