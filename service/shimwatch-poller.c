@@ -26,6 +26,7 @@ struct _ShimwatchPollerWatch
   ShimwatchPoller       *poller;      /* owned: a watch keeps its poller */
   int                    fd;
   ShimwatchPollerEvents  events;
+  int                    priority;    /* order within a batch: lower first */
   ShimwatchPollerFunc    func;
   gpointer               user_data;
   GDestroyNotify         destroy;
@@ -63,6 +64,24 @@ watch_unref (ShimwatchPollerWatch *watch)
   g_free (watch);
 }
 
+/* a stable insertion sort: a batch is short, and mostly of one priority (then nothing
+ * moves) */
+static void
+sort_by_priority (struct epoll_event *ready,
+                  int                 n)
+{
+  for (int i = 1; i < n; i++)
+    {
+      struct epoll_event event = ready[i];
+      int priority = ((ShimwatchPollerWatch *) event.data.ptr)->priority;
+      int j = i;
+
+      for (; j > 0 && ((ShimwatchPollerWatch *) ready[j - 1].data.ptr)->priority > priority; j--)
+        ready[j] = ready[j - 1];
+      ready[j] = event;
+    }
+}
+
 static gboolean
 poller_dispatch (GSource     *source,
                  GSourceFunc  callback G_GNUC_UNUSED,
@@ -84,6 +103,7 @@ poller_dispatch (GSource     *source,
    * take the same fd number): each stays allocated, marked removed, until the batch ends */
   for (int i = 0; i < n; i++)
     ((ShimwatchPollerWatch *) ready[i].data.ptr)->ref_count++;
+  sort_by_priority (ready, n);
   for (int i = 0; i < n; i++)
     {
       ShimwatchPollerWatch *watch = ready[i].data.ptr;
@@ -210,6 +230,7 @@ shimwatch_poller_add (ShimwatchPoller        *self,
   watch->poller = shimwatch_poller_ref (self);
   watch->fd = fd;
   watch->events = events;
+  watch->priority = G_PRIORITY_DEFAULT;
   watch->func = func;
   watch->user_data = user_data;
   watch->destroy = destroy;
@@ -242,6 +263,22 @@ shimwatch_poller_watch_set_events (ShimwatchPollerWatch   *watch,
     }
   watch->events = events;
   return TRUE;
+}
+
+void
+shimwatch_poller_watch_set_priority (ShimwatchPollerWatch *watch,
+                                     int                   priority)
+{
+  g_return_if_fail (watch != NULL && !watch->removed);
+
+  watch->priority = priority;
+}
+
+int
+shimwatch_poller_watch_get_priority (ShimwatchPollerWatch *watch)
+{
+  g_return_val_if_fail (watch != NULL, G_PRIORITY_DEFAULT);
+  return watch->priority;
 }
 
 ShimwatchPollerEvents

@@ -12,6 +12,12 @@
  * for an event already taken from the kernel in the same batch. Remove a watch before
  * closing its fd.
  *
+ * The fds found ready together are dispatched in the order of their watches' priorities
+ * (as GSource priorities: lower values first; G_PRIORITY_DEFAULT unless set), in the
+ * kernel's order among equals: what must be told first (a shim's death) is not queued
+ * behind what the same moment made ready too. The poller as a whole is one GSource of
+ * G_PRIORITY_DEFAULT, so that no fd, however busy, starves the other sources.
+ *
  * A poller belongs to one GMainContext and is used from the thread that runs it.
  */
 #pragma once
@@ -62,6 +68,10 @@ ShimwatchPollerWatch *shimwatch_poller_add              (ShimwatchPoller       *
 gboolean              shimwatch_poller_watch_set_events (ShimwatchPollerWatch  *watch,
                                                          ShimwatchPollerEvents  events,
                                                          GError               **error);
+/* Its place within a batch of ready fds (see above); a new watch has G_PRIORITY_DEFAULT */
+void                  shimwatch_poller_watch_set_priority (ShimwatchPollerWatch  *watch,
+                                                           int                    priority);
+int                   shimwatch_poller_watch_get_priority (ShimwatchPollerWatch  *watch);
 ShimwatchPollerEvents shimwatch_poller_watch_get_events (ShimwatchPollerWatch  *watch);
 int                   shimwatch_poller_watch_get_fd     (ShimwatchPollerWatch  *watch);
 /* Removes the watch: its callback is not called again, its destroy notify runs now. */

@@ -2,7 +2,8 @@
  *
  * ShimwatchPoller: many fds cost the main context one fd; readiness, end of file and
  * hang-ups reach the right callback; a watch removed during a dispatch (its own or another
- * of the same batch) is never called again, even when its fd number is reused at once.
+ * of the same batch) is never called again, even when its fd number is reused at once; the
+ * fds ready together are dispatched by their watches' priorities.
  */
 #include "config.h"
 
@@ -388,6 +389,52 @@ test_pidfd (void)
   close (counter.fd);
 }
 
+static gboolean
+log_order_cb (int                   fd,
+              ShimwatchPollerEvents events,
+              gpointer              user_data)
+{
+  g_array_append_val ((GArray *) user_data, fd);
+  return G_SOURCE_REMOVE;
+}
+
+/* four peers hang up in turn, all before the main loop looks: one batch, in which the two
+ * of G_PRIORITY_HIGH (as a shim's connection) come first, each group in the kernel's
+ * order (the order of the hang-ups) */
+static void
+test_priority_within_a_batch (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (int));
+  const int priorities[4] = { G_PRIORITY_DEFAULT, G_PRIORITY_HIGH, G_PRIORITY_DEFAULT,
+                              G_PRIORITY_HIGH };
+  const guint expected[4] = { 1, 3, 0, 2 };
+  int fds[4][2];
+
+  drain_context ();
+  for (guint i = 0; i < 4; i++)
+    {
+      ShimwatchPollerWatch *watch;
+
+      make_socketpair (fds[i]);
+      watch = shimwatch_poller_add (poller, fds[i][0], SHIMWATCH_POLLER_PEER_CLOSED,
+                                    log_order_cb, order, NULL, NULL);
+      g_assert_nonnull (watch);
+      g_assert_cmpint (shimwatch_poller_watch_get_priority (watch), ==, G_PRIORITY_DEFAULT);
+      shimwatch_poller_watch_set_priority (watch, priorities[i]);
+      g_assert_cmpint (shimwatch_poller_watch_get_priority (watch), ==, priorities[i]);
+    }
+  for (guint i = 0; i < 4; i++)
+    close (fds[i][1]);
+  /* each hang-up is in the epoll set's ready list once close() returns */
+  g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (order->len, ==, 4);
+  for (guint i = 0; i < 4; i++)
+    g_assert_cmpint (g_array_index (order, int, i), ==, fds[expected[i]][0]);
+  for (guint i = 0; i < 4; i++)
+    close (fds[i][0]);
+}
+
 static void
 test_refused_fd (void)
 {
@@ -432,6 +479,7 @@ main (int    argc,
   g_test_add_func ("/poller/level-triggered", test_level_triggered);
   g_test_add_func ("/poller/remove-during-dispatch", test_remove_during_dispatch);
   g_test_add_func ("/poller/pidfd", test_pidfd);
+  g_test_add_func ("/poller/priority-within-a-batch", test_priority_within_a_batch);
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
 
   return g_test_run ();
