@@ -23,6 +23,7 @@ struct _ShimwatchTtrpc
   /* one watch in the service's epoll set, for reading and, while a send would block,
    * writing; none before start () with nothing to write */
   ShimwatchPollerWatch         *watch;
+  int                           priority;           /* the watch's, in a batch */
   gboolean                      want_write;
 
   GByteArray                   *inbuf;
@@ -117,17 +118,13 @@ close_with_error (ShimwatchTtrpc *self,
   g_autoptr(GError) owned_reason = reason;
   g_autoptr(GList) tasks = NULL;
   g_autoptr(GError) close_error = NULL;
+  g_autoptr(ShimwatchTtrpc) keep = NULL;
 
   if (self->closed)
     return;
   self->closed = TRUE;
-
-  /* out of the epoll set before the fd closes */
-  g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
-  if (!g_io_stream_close (G_IO_STREAM (self->connection), NULL, &close_error))
-    g_debug ("closing ttrpc socket: %s", close_error->message);
-
-  g_debug ("ttrpc connection closed: %s", owned_reason->message);
+  /* a handler may drop the last reference elsewhere: the socket is closed below */
+  keep = g_object_ref (self);
 
   /* as the Go client: every pending call fails first, then the on-close callback runs */
   tasks = g_hash_table_get_values (self->pending);
@@ -142,7 +139,16 @@ close_with_error (ShimwatchTtrpc *self,
       g_object_unref (task);
     }
 
+  /* before the socket is closed: for a shim, the handler tells its death to the bus, and
+   * nothing that can wait (leaving the epoll set, the close) comes before that. The watch
+   * meanwhile reads nothing: the connection is closed. */
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0, owned_reason);
+
+  /* out of the epoll set before the fd closes */
+  g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
+  if (!g_io_stream_close (G_IO_STREAM (self->connection), NULL, &close_error))
+    g_debug ("closing ttrpc socket: %s", close_error->message);
+  g_debug ("ttrpc connection closed: %s", owned_reason->message);
 }
 
 static void
@@ -493,9 +499,13 @@ update_watch (ShimwatchTtrpc *self)
   if (events == 0)
     g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
   else if (self->watch == NULL)
-    self->watch = shimwatch_poller_add (shimwatch_poller_get_default (),
-                                        g_socket_get_fd (self->socket), events, io_ready_cb,
-                                        self, NULL, &error);
+    {
+      self->watch = shimwatch_poller_add (shimwatch_poller_get_default (),
+                                          g_socket_get_fd (self->socket), events, io_ready_cb,
+                                          self, NULL, &error);
+      if (self->watch != NULL)
+        shimwatch_poller_watch_set_priority (self->watch, self->priority);
+    }
   else
     shimwatch_poller_watch_set_events (self->watch, events, &error);
   /* the kernel refuses only for want of memory (or max_user_watches): a connection that
@@ -514,6 +524,17 @@ shimwatch_ttrpc_start (ShimwatchTtrpc *self)
     return;
   self->started = TRUE;
   update_watch (self);
+}
+
+void
+shimwatch_ttrpc_set_priority (ShimwatchTtrpc *self,
+                              int             priority)
+{
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  self->priority = priority;
+  if (self->watch != NULL)
+    shimwatch_poller_watch_set_priority (self->watch, priority);
 }
 
 void
@@ -848,7 +869,9 @@ shimwatch_ttrpc_class_init (ShimwatchTtrpcClass *klass)
    * ShimwatchTtrpc::closed:
    * @reason: why the connection ended
    *
-   * Emitted exactly once, whatever ended the connection, after every pending call failed.
+   * Emitted exactly once, whatever ended the connection, after every pending call failed
+   * and before the socket is closed (the connection is closed already: nothing more is
+   * read, written or called).
    */
   signals[SIGNAL_CLOSED] = g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                          0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
@@ -860,6 +883,7 @@ shimwatch_ttrpc_init (ShimwatchTtrpc *self)
   self->inbuf = g_byte_array_new ();
   self->outbuf = g_byte_array_new ();
   self->output_limit = SHIMWATCH_TTRPC_OUTPUT_LIMIT;
+  self->priority = G_PRIORITY_DEFAULT;
   self->next_stream_id = 1;
   self->pending = g_hash_table_new (g_direct_hash, g_direct_equal);
 }

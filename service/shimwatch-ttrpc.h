@@ -4,7 +4,8 @@
  * (client role) and answer requests (server role, with a request handler). However the
  * connection ends (EOF, reset, read or write error, protocol-level fatal error, local
  * close), every pending call fails with SHIMWATCH_TTRPC_ERROR_CLOSED and the "closed"
- * signal is emitted exactly once.
+ * signal is emitted exactly once. The socket itself is closed right after the signal: a
+ * handler that tells the world the peer is gone does so before anything else is spent.
  */
 #pragma once
 
@@ -96,6 +97,11 @@ void            shimwatch_ttrpc_respond             (ShimwatchTtrpc             
 void            shimwatch_ttrpc_set_output_limit    (ShimwatchTtrpc               *self,
                                                      gsize                         limit);
 gsize           shimwatch_ttrpc_get_output_pending  (ShimwatchTtrpc               *self);
+
+/* Where the connection's events come among the fds found ready at the same moment
+ * (shimwatch_poller_watch_set_priority()); G_PRIORITY_DEFAULT unless set */
+void            shimwatch_ttrpc_set_priority        (ShimwatchTtrpc               *self,
+                                                     int                           priority);
 
 /* Reads, now, what the peer has sent: the answers of DEFERRED calls that arrived */
 void            shimwatch_ttrpc_collect             (ShimwatchTtrpc               *self);

@@ -24,6 +24,7 @@
 
 typedef struct {
   ShimwatchTtrpc *ttrpc;
+  int             local;         /* the connection's own end (the fd of ttrpc's socket) */
   int             peer;          /* the raw end: the test plays the other side byte by byte */
   guint           closed_count;
   GError         *closed_reason;
@@ -55,6 +56,7 @@ fixture_setup (Fixture       *fx,
   g_assert_no_error (error);
   connection = g_socket_connection_factory_create_connection (socket);
   fx->ttrpc = shimwatch_ttrpc_new (connection);
+  fx->local = fds[0];
   fx->peer = fds[1];
   g_signal_connect (fx->ttrpc, "closed", G_CALLBACK (closed_cb), fx);
   shimwatch_ttrpc_start (fx->ttrpc);
@@ -64,7 +66,8 @@ static void
 fixture_teardown (Fixture       *fx,
                   gconstpointer  data)
 {
-  g_signal_handlers_disconnect_by_data (fx->ttrpc, fx);
+  if (fx->ttrpc != NULL)
+    g_signal_handlers_disconnect_by_data (fx->ttrpc, fx);
   g_clear_object (&fx->ttrpc);
   if (fx->peer >= 0)
     close (fx->peer);
@@ -597,6 +600,52 @@ test_local_close_once (Fixture       *fx,
   while (read (fx->peer, &byte, 1) == 1)
     ;
   call_result_clear (&r);
+}
+
+typedef struct {
+  Fixture  *fx;
+  gboolean  ran;
+  gboolean  socket_open;
+} ClosedProbe;
+
+static void
+closed_probe_cb (ShimwatchTtrpc *ttrpc,
+                 GError         *reason,
+                 gpointer        user_data)
+{
+  ClosedProbe *probe = user_data;
+
+  probe->ran = TRUE;
+  probe->socket_open = fcntl (probe->fx->local, F_GETFD) >= 0;
+  /* as the events server does: the handler lets go of the connection */
+  g_signal_handlers_disconnect_by_data (ttrpc, probe->fx);
+  g_clear_object (&probe->fx->ttrpc);
+}
+
+/* "closed" comes before the socket is closed (for a shim: its death is told before the
+ * close costs anything), and the socket is closed right after, once, even when a handler
+ * dropped the last reference to the connection */
+static void
+test_closed_before_the_socket (Fixture       *fx,
+                               gconstpointer  data)
+{
+  ClosedProbe probe = { .fx = fx };
+  gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+
+  g_signal_connect (fx->ttrpc, "closed", G_CALLBACK (closed_probe_cb), &probe);
+  close (fx->peer);
+  fx->peer = -1;
+  while (!probe.ran)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+  g_assert_cmpuint (fx->closed_count, ==, 1);
+  g_assert_true (probe.socket_open);
+  g_assert_null (fx->ttrpc);
+  g_assert_cmpint (fcntl (fx->local, F_GETFD), ==, -1);
+  g_assert_cmpint (errno, ==, EBADF);
+  iterate (5);
 }
 
 static void
@@ -1442,6 +1491,7 @@ main (int    argc,
   ADD ("/ttrpc/deadline", test_deadline);
   ADD ("/ttrpc/eof-closes-once", test_eof_closes_once);
   ADD ("/ttrpc/local-close-once", test_local_close_once);
+  ADD ("/ttrpc/closed-before-the-socket", test_closed_before_the_socket);
   ADD ("/ttrpc/reset-closes", test_reset_closes);
   ADD ("/ttrpc/server-stream-rules", test_server_stream_rules);
   ADD ("/ttrpc/output/server-peer-closed-at-cap", test_server_output_capped);
