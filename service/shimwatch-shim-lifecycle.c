@@ -33,13 +33,16 @@ publish_state (ShimwatchShim *self)
     shimwatch_dbus_shim_set_status (iface, status);
 }
 
-ShimwatchLifecycleSignal
-shimwatch_shim_transition (ShimwatchShim      *self,
-                           ShimwatchShimInput  input)
+/* the transition; Status is the caller's to publish, when @changed */
+static ShimwatchLifecycleSignal
+step (ShimwatchShim      *self,
+      ShimwatchShimInput  input,
+      gboolean           *changed)
 {
   ShimwatchLifecycleSignal emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
   ShimwatchShimState from = self->machine.state;
 
+  *changed = FALSE;
   switch (shimwatch_shim_machine_step (&self->machine, input, &emit))
     {
     case SHIMWATCH_SHIM_STEP_ILLEGAL:
@@ -50,9 +53,21 @@ shimwatch_shim_transition (ShimwatchShim      *self,
       return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
     case SHIMWATCH_SHIM_STEP_CHANGED:
     default:
-      publish_state (self);
+      *changed = TRUE;
       return emit;
     }
+}
+
+ShimwatchLifecycleSignal
+shimwatch_shim_transition (ShimwatchShim      *self,
+                           ShimwatchShimInput  input)
+{
+  gboolean changed;
+  ShimwatchLifecycleSignal emit = step (self, input, &changed);
+
+  if (changed)
+    publish_state (self);
+  return emit;
 }
 
 void
@@ -387,19 +402,28 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   /* a crash (not the end of a normal Delete; during CreateTask the task is nobody's yet):
    * Status "disconnected", and ShimDisconnected only once, also across restarts. It goes
-   * out first, before anything else this death costs */
-  if (self->exported && self->machine.state != SHIMWATCH_SHIM_STATE_DELETED &&
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE) ==
-      SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
+   * out first, before anything else this death costs: only its mark comes before it, and
+   * Status is published right after it (in the same dispatch, so no caller of the bus
+   * can tell; its PropertiesChanged goes out later anyway) */
+  if (self->exported && self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
     {
-      const char *member =
-        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
+      gboolean changed;
 
-      before_signal (self, member, "disconnected-prepared", "disconnected");
-      shimwatch_publisher_emit (self->services.publisher, member,
-                                g_variant_new ("(ossu)", self->path, self->namespace_, self->id,
-                                               shimwatch_dbus_shim_get_shim_pid (iface)));
-      disconnected = TRUE;
+      if (step (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE, &changed) ==
+          SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
+        {
+          const char *member =
+            shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
+
+          before_signal (self, member, "disconnected-prepared", "disconnected");
+          shimwatch_publisher_emit (self->services.publisher, member,
+                                    g_variant_new ("(ossu)", self->path, self->namespace_,
+                                                   self->id,
+                                                   shimwatch_dbus_shim_get_shim_pid (iface)));
+          disconnected = TRUE;
+        }
+      if (changed)
+        publish_state (self);
     }
 
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)

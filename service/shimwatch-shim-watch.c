@@ -94,6 +94,9 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   shimwatch_dbus_shim_set_responsive (iface, TRUE);
   ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
   self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  /* its hang-up is the shim's death: told before whatever else the same death makes ready
+   * (the shim's connection to the events socket, its pidfd, task output) */
+  shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
   if (handle->shim_pid > 0)
     {
       self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
