@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -1143,6 +1144,18 @@ def unit_scale(ws, args):
 UNITS = {"single": unit_single, "mass": unit_mass, "scale": unit_scale}
 
 
+def keep_service_log(ws, args):
+    """The service's log of this scenario, kept as <DIR>/<scenario>-shimwatchd.log (the
+    workspace it was written in goes at the end of the scenario)."""
+    source = os.path.join(ws.dir, "shimwatchd.log")
+    if not os.path.exists(source):
+        return
+    os.makedirs(args.keep_log, exist_ok=True)
+    target = os.path.join(args.keep_log, f"{args.unit}-shimwatchd.log")
+    shutil.copyfile(source, target)
+    log(f"{args.unit}: the service's log is kept in {target}")
+
+
 def run_unit(args):
     reason = it.skip_reason()
     if reason is None and not any(os.access(os.path.join(d, "containerd"), os.X_OK)
@@ -1161,6 +1174,8 @@ def run_unit(args):
         traceback.print_exc()
         error = f"{type(e).__name__}: {e}"
     finally:
+        if args.keep_log:
+            keep_service_log(ws, args)
         left = ws.close()
     with open(args.out, "w") as f:
         json.dump({"figures": figures, "error": error, "left_behind": left}, f, indent=1)
@@ -1392,6 +1407,8 @@ def passthrough(args):
     for name in ("single_n", "mass_n", "scale_n", "scale_kills", "idle_seconds",
                  "settle_seconds", "listing_calls"):
         out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if args.keep_log:
+        out += ["--keep-log", os.path.abspath(args.keep_log)]
     if args.perf:
         out += ["--perf", os.path.abspath(args.perf), "--perf-freq", str(args.perf_freq)]
     return out
@@ -1409,6 +1426,9 @@ def main():
                         "phases into this directory (such a run's figures include perf's cost)")
     parser.add_argument("--perf-freq", type=int, default=499,
                         help="samples per second for --perf (more for a short window)")
+    parser.add_argument("--keep-log", metavar="DIR",
+                        help="keep each scenario's service log as DIR/<scenario>-shimwatchd.log "
+                        "(set G_MESSAGES_DEBUG for the service's info lines)")
     parser.add_argument("--single-n", type=int)
     parser.add_argument("--mass-n", type=int)
     parser.add_argument("--scale-n", type=int)
