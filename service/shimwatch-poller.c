@@ -17,8 +17,9 @@
 struct _ShimwatchPoller
 {
   GSource  source;
-  int      epfd;
-  GQueue   watches;   /* every watch added and not removed: the poller owns them */
+  int         epfd;
+  GQueue      watches;   /* every watch added and not removed: the poller owns them */
+  GHashTable *by_fd;     /* fd number → the watch added last for it, while it is added */
 };
 
 struct _ShimwatchPollerWatch
@@ -32,6 +33,7 @@ struct _ShimwatchPollerWatch
   GDestroyNotify         destroy;
   guint                  ref_count;   /* 1 while added, +1 while in a dispatched batch */
   gboolean               removed;
+  gboolean               fd_lost;     /* closed while watched, its number taken since */
   GList                  link;        /* in poller->watches while added */
 };
 
@@ -124,6 +126,7 @@ poller_finalize (GSource *source)
 
   if (self->epfd >= 0)
     close (self->epfd);
+  g_clear_pointer (&self->by_fd, g_hash_table_unref);
 }
 
 static GSourceFuncs poller_funcs = {
@@ -141,6 +144,7 @@ shimwatch_poller_new (GMainContext *context)
 
   self = (ShimwatchPoller *) g_source_new (&poller_funcs, sizeof (ShimwatchPoller));
   self->epfd = epoll_create1 (EPOLL_CLOEXEC);
+  self->by_fd = g_hash_table_new (g_direct_hash, g_direct_equal);
   if (self->epfd < 0)
     {
       /* only ENFILE/EMFILE/ENOMEM: nothing could be watched at all */
@@ -208,6 +212,7 @@ shimwatch_poller_add (ShimwatchPoller        *self,
                       GError                **error)
 {
   ShimwatchPollerWatch *watch;
+  ShimwatchPollerWatch *previous;
   struct epoll_event event = { 0 };
   int saved_errno;
 
@@ -237,6 +242,18 @@ shimwatch_poller_add (ShimwatchPoller        *self,
   watch->ref_count = 1;
   watch->link.data = watch;
   g_queue_push_tail_link (&self->watches, &watch->link);
+  /* The kernel keys its set by file and number, so an added watch of the same number
+   * means the older one's fd was closed while watched (by a callback that closed it
+   * before returning G_SOURCE_REMOVE, say) and the number now names this file. Removing
+   * the older watch must not take this one's registration with it: a pidfd that never
+   * wakes anybody. */
+  previous = g_hash_table_lookup (self->by_fd, GINT_TO_POINTER (fd));
+  if (previous != NULL)
+    {
+      previous->fd_lost = TRUE;
+      g_debug ("fd %d was closed while watched; its number is watched again", fd);
+    }
+  g_hash_table_insert (self->by_fd, GINT_TO_POINTER (fd), watch);
   return watch;
 }
 
@@ -252,6 +269,12 @@ shimwatch_poller_watch_set_events (ShimwatchPollerWatch   *watch,
 
   if (events == watch->events)
     return TRUE;
+  if (watch->fd_lost)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CLOSED,
+                   "fd %d was closed while watched", watch->fd);
+      return FALSE;
+    }
   event.events = to_epoll (events);
   event.data.ptr = watch;
   if (epoll_ctl (watch->poller->epfd, EPOLL_CTL_MOD, watch->fd, &event) != 0)
@@ -305,8 +328,12 @@ shimwatch_poller_watch_remove (ShimwatchPollerWatch *watch)
 
   watch->removed = TRUE;
   g_queue_unlink (&watch->poller->watches, &watch->link);
-  /* EBADF/ENOENT: the fd was closed first, and the kernel dropped it from the set itself */
-  if (epoll_ctl (watch->poller->epfd, EPOLL_CTL_DEL, watch->fd, NULL) != 0 &&
+  if (g_hash_table_lookup (watch->poller->by_fd, GINT_TO_POINTER (watch->fd)) == watch)
+    g_hash_table_remove (watch->poller->by_fd, GINT_TO_POINTER (watch->fd));
+  /* EBADF/ENOENT: the fd was closed first, and the kernel dropped it from the set itself;
+   * closed and its number watched again: that number is no longer this watch's */
+  if (!watch->fd_lost &&
+      epoll_ctl (watch->poller->epfd, EPOLL_CTL_DEL, watch->fd, NULL) != 0 &&
       errno != EBADF && errno != ENOENT)
     g_warning ("cannot stop watching fd %d: %s", watch->fd, g_strerror (errno));
   destroy = watch->destroy;

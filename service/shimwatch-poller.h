@@ -10,7 +10,8 @@
  * iteration, while its fd stays ready. A watch may be removed, or its events changed, from
  * any callback, its own included; a removed watch's callback is never called again, even
  * for an event already taken from the kernel in the same batch. Remove a watch before
- * closing its fd.
+ * closing its fd. (A watch whose fd was closed first, and whose number was watched again
+ * since, is only forgotten when removed: the newer watch of that number stays.)
  *
  * The fds found ready together are dispatched in the order of their watches' priorities
  * (as GSource priorities: lower values first; G_PRIORITY_DEFAULT unless set), in the

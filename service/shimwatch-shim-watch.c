@@ -39,7 +39,10 @@ shim_process_exited_cb (int                   fd,
 {
   ShimwatchShim *self = user_data;
 
-  self->shim_pidfd_watch = NULL;
+  /* out of the epoll set first: what follows may end the shim's connection, which closes
+   * this pidfd (shimwatch_shim_stop_watching), and a new fd of that number (the task's
+   * pidfd that the cleanup watches) must not lose its watch when this one goes */
+  g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
   /* The socket's EOF comes with the death, but the poller may hand over the pidfd first
    * (many shims dying at once): read what the socket has now, so that a plain death
    * goes the socket's way, ShimDisconnected first and no warning. Still connected after

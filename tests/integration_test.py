@@ -2166,6 +2166,12 @@ class HungShimTests(ShimwatchTestCase):
         self.assert_crash_sequence("faults", "leaky", path, shim_pid, task_pid, 137)
         self.assertTrue(process_dead(task_pid))
         self.assertFalse(os.path.exists(self.task_dir("faults", "leaky")))
+        # the task died at the SIGKILL and that was seen at once: its death was not left
+        # to the kill's deadline (the watch on the shim's pidfd, closed in its own
+        # callback, once took the cleanup's new watch on the same number with it)
+        with open(self.log_path) as f:
+            log = f.read()
+        self.assertNotIn(f"task process {task_pid} did not die", log)
 
 
 class UnresponsiveShimTests(ShimwatchTestCase):

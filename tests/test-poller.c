@@ -347,6 +347,99 @@ test_remove_during_dispatch (void)
     close (batch.peers[i]);
 }
 
+typedef struct {
+  ShimwatchPoller      *poller;
+  int                   fd;
+  int                   peer;
+  guint                 calls;
+  Counter               newcomer;
+  int                   newcomer_peer;
+  ShimwatchPollerWatch *newcomer_watch;
+} Reuse;
+
+/* what a shim's pidfd callback once set off: the shim's connection ended, which closed the
+ * pidfd, and the cleanup watched the task's pidfd, given the number just freed; then the
+ * callback returned G_SOURCE_REMOVE */
+static gboolean
+close_own_fd_cb (int                   fd,
+                 ShimwatchPollerEvents events G_GNUC_UNUSED,
+                 gpointer              user_data)
+{
+  Reuse *reuse = user_data;
+  int fds[2];
+
+  reuse->calls++;
+  g_assert_cmpint (close (fd), ==, 0);
+  make_socketpair (fds);
+  if (fds[0] != fd)
+    {
+      /* the lowest free number is the one closed; made sure of, whatever else is open */
+      g_assert_cmpint (dup3 (fds[0], fd, O_CLOEXEC), ==, fd);
+      close (fds[0]);
+    }
+  reuse->newcomer.fd = fd;
+  reuse->newcomer.keep = TRUE;
+  reuse->newcomer.drain = TRUE;
+  reuse->newcomer_peer = fds[1];
+  reuse->newcomer_watch = shimwatch_poller_add (reuse->poller, fd, SHIMWATCH_POLLER_IN,
+                                                count_cb, &reuse->newcomer, NULL, NULL);
+  g_assert_nonnull (reuse->newcomer_watch);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+tick_cb (gpointer data G_GNUC_UNUSED)
+{
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+reuse_called (gpointer data)
+{
+  return ((Reuse *) data)->calls > 0;
+}
+
+/* a callback that closed its own fd before returning G_SOURCE_REMOVE, while a new watch
+ * took the number: removing the old watch leaves the new one in the set (a task's death
+ * was once seen only at the cleanup's kill deadline, 2 s late) */
+static void
+test_fd_closed_in_callback (void)
+{
+  Reuse reuse = { .poller = shimwatch_poller_get_default () };
+  guint before = shimwatch_poller_get_n_watches (reuse.poller);
+  guint tick;
+  int fds[2];
+
+  make_socketpair (fds);
+  reuse.fd = fds[0];
+  reuse.peer = fds[1];
+  g_assert_nonnull (shimwatch_poller_add (reuse.poller, reuse.fd, SHIMWATCH_POLLER_IN,
+                                          close_own_fd_cb, &reuse, NULL, NULL));
+  g_assert_cmpint (write (reuse.peer, "a", 1), ==, 1);
+  wait_for (reuse_called, &reuse);
+  drain_context ();
+  g_assert_cmpuint (reuse.calls, ==, 1);
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (reuse.poller), ==, before + 1);
+
+  /* the new watch of the number still wakes (the tick ends the wait of a loop that
+   * nothing else would wake), and goes when it is removed */
+  g_assert_cmpint (write (reuse.newcomer_peer, "b", 1), ==, 1);
+  tick = g_timeout_add (100, tick_cb, NULL);
+  wait_for (called, &reuse.newcomer);
+  g_source_remove (tick);
+  g_assert_cmpint (reuse.newcomer.fd, ==, reuse.fd);
+  shimwatch_poller_watch_remove (reuse.newcomer_watch);
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (reuse.poller), ==, before);
+  reuse.newcomer.calls = 0;
+  g_assert_cmpint (write (reuse.newcomer_peer, "c", 1), ==, 1);
+  drain_context ();
+  g_assert_cmpuint (reuse.newcomer.calls, ==, 0);
+
+  close (reuse.newcomer.fd);
+  close (reuse.newcomer_peer);
+  close (reuse.peer);
+}
+
 /* a pidfd turns readable when its process exits: how a shim's death is seen when a child
  * of the shim keeps its socket open */
 static void
@@ -478,6 +571,7 @@ main (int    argc,
   g_test_add_func ("/poller/peer-closed-only", test_peer_closed_only);
   g_test_add_func ("/poller/level-triggered", test_level_triggered);
   g_test_add_func ("/poller/remove-during-dispatch", test_remove_during_dispatch);
+  g_test_add_func ("/poller/fd-closed-in-callback", test_fd_closed_in_callback);
   g_test_add_func ("/poller/pidfd", test_pidfd);
   g_test_add_func ("/poller/priority-within-a-batch", test_priority_within_a_batch);
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
