@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -21,6 +22,7 @@
 #include "shimwatch-poller.h"
 
 #define KILL_WAIT_MS       2000
+/* only where the cgroup has no cgroup.events to wait on (cgroup v1 alone) */
 #define CGROUP_POLL_MS     5
 #define CGROUP_EMPTY_WAIT_US (2 * G_USEC_PER_SEC)
 
@@ -90,8 +92,9 @@ typedef struct {
   ShimwatchCleanupKilledFunc  killed;
   gpointer                    killed_data;
   ShimwatchPollerWatch       *pidfd_watch;
+  ShimwatchPollerWatch       *cgroup_watch;   /* cgroup.events, once the init is dead */
   guint                       kill_timeout;
-  guint                       cgroup_poll;
+  guint                       cgroup_poll;    /* without cgroup.events: a poll timer */
   gboolean                    init_dead;
   gboolean                    holds_slot;
 } RunData;
@@ -100,6 +103,7 @@ static void
 run_data_free (RunData *data)
 {
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
+  g_clear_pointer (&data->cgroup_watch, shimwatch_poller_watch_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   g_clear_pointer (&data->cgroups, shimwatch_cgroup_host_unref);
@@ -284,10 +288,21 @@ remove_cgroup (RunData *data)
   if (killed > 0)
     log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
               request->cgroup_path);
+  /* until it reads empty: woken by each change of cgroup.events (read by the check), or
+   * polled where there is none */
   while (shimwatch_cgroup_is_populated_at (data->cgroups, request->cgroup_path,
-                                           data->cgroup_events) &&
-         g_get_monotonic_time () < deadline)
-    g_usleep (CGROUP_POLL_MS * 1000);
+                                           data->cgroup_events))
+    {
+      gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+
+      if (left_ms <= 0)
+        break;
+      if (data->cgroup_events < 0)
+        g_usleep (CGROUP_POLL_MS * 1000);
+      else if (poll (&(struct pollfd) { .fd = data->cgroup_events, .events = POLLPRI }, 1,
+                     (int) left_ms) < 0 && errno != EINTR)
+        break;
+    }
   if (!shimwatch_cgroup_remove (data->cgroups, request->cgroup_path, &error))
     log_step (request, G_LOG_LEVEL_WARNING, "cgroup %s stays: %s", request->cgroup_path,
               error->message);
@@ -496,6 +511,7 @@ task_dead (GTask   *task,
   RunData *data = g_task_get_task_data (task);
 
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
+  g_clear_pointer (&data->cgroup_watch, shimwatch_poller_watch_remove);
   g_clear_handle_id (&data->kill_timeout, g_source_remove);
   g_clear_handle_id (&data->cgroup_poll, g_source_remove);
   if (dead && !emptied && data->request->cgroup_path != NULL &&
@@ -522,17 +538,40 @@ task_dead (GTask   *task,
 /* the whole container is dead once its init is and its cgroup is empty: only then is
  * TaskExit true for every process of the task */
 static gboolean
+cgroup_populated (RunData *data)
+{
+  return data->request->cgroup_path != NULL &&
+         shimwatch_cgroup_is_populated_at (data->cgroups, data->request->cgroup_path,
+                                           data->cgroup_events);
+}
+
+/* cgroup v1 alone: nothing tells when the cgroup empties, it is looked at */
+static gboolean
 cgroup_poll_cb (gpointer user_data)
 {
   GTask *task = user_data;
   RunData *data = g_task_get_task_data (task);
 
-  if (data->request->cgroup_path != NULL &&
-      shimwatch_cgroup_is_populated_at (data->cgroups, data->request->cgroup_path,
-                                        data->cgroup_events))
+  if (cgroup_populated (data))
     return G_SOURCE_CONTINUE;
   data->cgroup_poll = 0;
   task_dead (task, TRUE, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
+/* cgroup2 tells each change of cgroup.events as priority data (POLLPRI); reading the file
+ * takes the change, so this is called again only for the next one */
+static gboolean
+cgroup_events_cb (int                   fd,
+                  ShimwatchPollerEvents events,
+                  gpointer              user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+
+  if (cgroup_populated (data))
+    return G_SOURCE_CONTINUE;
+  task_dead (task, TRUE, TRUE);      /* removes this watch */
   return G_SOURCE_REMOVE;
 }
 
@@ -544,9 +583,21 @@ pidfd_ready_cb (int                   fd,
   GTask *task = user_data;
   RunData *data = g_task_get_task_data (task);
 
-  data->pidfd_watch = NULL;
+  /* out of the set before anything this death sets off closes an fd */
+  g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   data->init_dead = TRUE;
-  if (cgroup_poll_cb (task) == G_SOURCE_CONTINUE)
+  if (!cgroup_populated (data))
+    {
+      task_dead (task, TRUE, TRUE);
+      return G_SOURCE_REMOVE;
+    }
+  /* the read above took every change so far: the watch wakes for the next one (one made
+   * in between finds the watch ready at once); the kill timeout stays the deadline */
+  if (data->cgroup_events >= 0)
+    data->cgroup_watch = shimwatch_poller_add (shimwatch_poller_get_default (),
+                                               data->cgroup_events, SHIMWATCH_POLLER_PRI,
+                                               cgroup_events_cb, task, NULL, NULL);
+  if (data->cgroup_watch == NULL)
     data->cgroup_poll = g_timeout_add (CGROUP_POLL_MS, cgroup_poll_cb, task);
   return G_SOURCE_REMOVE;
 }

@@ -6,6 +6,16 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/magic.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-cleanup.h"
@@ -236,6 +246,184 @@ test_cgroup_removed (Fixture       *fixture,
   g_assert_true (g_file_test (parent, G_FILE_TEST_IS_DIR));
 }
 
+/* -- the death of a task in a real cgroup (root, cgroup2; the integration suite) ----------- */
+
+typedef struct {
+  gboolean killed;
+  gboolean done;
+  guint    late_warnings;     /* "did not die" / "outlived SIGKILL" */
+} Death;
+
+static Death *watched_death;   /* what count_late_writer counts for, or NULL */
+
+static GLogWriterOutput
+count_late_writer (GLogLevelFlags   level,
+                   const GLogField *fields,
+                   gsize            n_fields,
+                   gpointer         user_data)
+{
+  Death *death = watched_death;
+
+  for (gsize i = 0; death != NULL && i < n_fields; i++)
+    if (g_str_equal (fields[i].key, "MESSAGE") &&
+        (strstr (fields[i].value, "did not die") != NULL ||
+         strstr (fields[i].value, "outlived SIGKILL") != NULL))
+      death->late_warnings++;
+  return g_log_writer_default (level, fields, n_fields, NULL);
+}
+
+static void
+death_killed_cb (guint32  pid,
+                 gint64   when,
+                 gpointer user_data)
+{
+  ((Death *) user_data)->killed = TRUE;
+}
+
+static void
+death_done_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  g_autoptr(ShimwatchCleanupResult) outcome =
+    shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+
+  g_assert_true (outcome->task_killed);
+  ((Death *) user_data)->done = TRUE;
+}
+
+static pid_t
+spawn_into (const char *cgroup_dir)
+{
+  g_autofree char *procs = g_build_filename (cgroup_dir, "cgroup.procs", NULL);
+  g_autofree char *text = NULL;
+  pid_t parent = getpid ();
+  pid_t pid = fork ();
+  int fd;
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      /* never outlives the test (nor holds what it inherited, a lock say) */
+      if (prctl (PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid () != parent)
+        _exit (1);
+      for (int i = 3; i < 1024; i++)
+        close (i);
+      for (;;)
+        pause ();
+    }
+  /* cgroupfs takes a write in place (g_file_set_contents would rename a new file over) */
+  text = g_strdup_printf ("%d", (int) pid);
+  fd = open (procs, O_WRONLY | O_CLOEXEC);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (write (fd, text, strlen (text)), ==, (gssize) strlen (text));
+  close (fd);
+  return pid;
+}
+
+static gboolean
+wake_cb (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* How long the loop ran: iterations until the flag is set by a timeout of @ms */
+static guint
+iterate_for (guint ms)
+{
+  gboolean over = FALSE;
+  guint n = 0;
+
+  g_timeout_add (ms, wake_cb, &over);
+  while (!over)
+    {
+      g_main_context_iteration (NULL, TRUE);
+      n++;
+    }
+  return n;
+}
+
+/* The init dies at the SIGKILL but another process of the task lives on in its cgroup:
+ * the death is told only once the cgroup is empty, and the wait for that is woken by
+ * cgroup.events changing (not by a timer that reads it every few ms); the death is seen
+ * at once, never at the kill's deadline */
+static void
+test_death_waits_for_cgroup (Fixture       *fixture,
+                             gconstpointer  data)
+{
+  g_autofree char *name = g_strdup_printf ("shimwatch-test-cleanup-%d", (int) getpid ());
+  g_autofree char *path = g_strdup_printf ("/%s/t", name);
+  g_autofree char *unified = NULL;
+  g_autofree char *parent_dir = NULL;
+  g_autofree char *task_dir = NULL;
+  g_autoptr(ShimwatchCgroupHost) host = NULL;
+  g_autoptr(ShimwatchCleanup) cleanup = NULL;
+  ShimwatchCleanupRequest *request;
+  const char *mounts[] = { NULL, NULL };
+  struct statfs fs;
+  Death death = { 0 };
+  pid_t init, other;
+  guint wakeups;
+  int status;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root (it makes a cgroup)");
+      return;
+    }
+  if (statfs ("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC)
+    unified = g_strdup ("/sys/fs/cgroup");
+  else if (statfs ("/sys/fs/cgroup/unified", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC)
+    unified = g_strdup ("/sys/fs/cgroup/unified");
+  else
+    {
+      g_test_skip ("no cgroup2 hierarchy here");
+      return;
+    }
+  mounts[0] = unified;
+  host = shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, mounts, unified, NULL,
+                                    SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  cleanup = shimwatch_cleanup_new (fixture->launcher, host, CONCURRENCY);
+  parent_dir = g_build_filename (unified, name, NULL);
+  task_dir = g_build_filename (unified, path, NULL);
+  g_assert_no_errno (g_mkdir_with_parents (task_dir, 0755));
+  init = spawn_into (task_dir);
+  other = spawn_into (task_dir);
+
+  request = prepare (fixture, "t", NO_CGROUP);
+  request->cgroup_path = g_strdup (path);
+  request->task_pid = (guint32) init;
+  request->pidfd = pidfd_open (init, 0);
+  g_assert_cmpint (request->pidfd, >=, 0);
+  request->kill_task = TRUE;
+  watched_death = &death;
+  shimwatch_cleanup_run_async (cleanup, request, death_killed_cb, &death, death_done_cb, &death);
+
+  /* the init is dead (a zombie of ours), the other process is not: no death yet, and
+   * nothing wakes the loop meanwhile (a poll timer of 5 ms would, ~60 times) */
+  wakeups = iterate_for (300);
+  g_assert_cmpint (kill (other, 0), ==, 0);
+  g_assert_false (death.killed);
+  g_test_message ("%u main-loop iterations in 300 ms while the cgroup is populated", wakeups);
+  g_assert_cmpuint (wakeups, <=, 10);
+
+  /* the last process goes: the death is told at once, from the change of cgroup.events */
+  g_assert_cmpint (kill (other, SIGKILL), ==, 0);
+  while (!death.done)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (death.killed);
+  g_assert_cmpuint (death.late_warnings, ==, 0);
+  watched_death = NULL;
+
+  g_assert_cmpint (waitpid (init, &status, 0), ==, init);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+  g_assert_cmpint (waitpid (other, &status, 0), ==, other);
+  /* the cleanup removed the task's cgroup; its parent is ours */
+  g_assert_false (g_file_test (task_dir, G_FILE_TEST_EXISTS));
+  g_assert_no_errno (g_rmdir (parent_dir));
+}
+
 int
 main (int    argc,
       char **argv)
@@ -246,5 +434,12 @@ main (int    argc,
               fixture_tear_down);
   g_test_add ("/cleanup/cgroup-removed", Fixture, NULL, fixture_set_up, test_cgroup_removed,
               fixture_tear_down);
+  /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
+  if (g_getenv ("SHIMWATCH_TEST_REAL_CGROUP") != NULL)
+    {
+      g_log_set_writer_func (count_late_writer, NULL, NULL);
+      g_test_add ("/cleanup/real/death-waits-for-cgroup", Fixture, NULL, fixture_set_up,
+                  test_death_waits_for_cgroup, fixture_tear_down);
+    }
   return g_test_run ();
 }
