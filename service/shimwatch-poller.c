@@ -16,10 +16,13 @@
 
 struct _ShimwatchPoller
 {
-  GSource  source;
+  GSource     source;
   int         epfd;
-  GQueue      watches;   /* every watch added and not removed: the poller owns them */
-  GHashTable *by_fd;     /* fd number → the watch added last for it, while it is added */
+  gpointer    epfd_tag;
+  GQueue      watches;      /* every watch added and not removed: the poller owns them */
+  GHashTable *by_fd;        /* fd number → the watch added last for it, while it is added */
+  gboolean    dispatching;  /* a batch is being handed out */
+  gboolean    muted;        /* the epoll fd is left out of the poll (a nested iteration) */
 };
 
 struct _ShimwatchPollerWatch
@@ -93,6 +96,9 @@ poller_dispatch (GSource     *source,
   struct epoll_event ready[MAX_EVENTS];
   int n;
 
+  /* a main-loop iteration run from one of our callbacks: the batch is not done */
+  if (self->dispatching)
+    return G_SOURCE_CONTINUE;
   n = epoll_wait (self->epfd, ready, MAX_EVENTS, 0);
   if (n < 0)
     {
@@ -106,6 +112,7 @@ poller_dispatch (GSource     *source,
   for (int i = 0; i < n; i++)
     ((ShimwatchPollerWatch *) ready[i].data.ptr)->ref_count++;
   sort_by_priority (ready, n);
+  self->dispatching = TRUE;
   for (int i = 0; i < n; i++)
     {
       ShimwatchPollerWatch *watch = ready[i].data.ptr;
@@ -114,9 +121,33 @@ poller_dispatch (GSource     *source,
                                            watch->user_data) && !watch->removed)
         shimwatch_poller_watch_remove (watch);
     }
+  self->dispatching = FALSE;
+  if (self->muted)
+    {
+      g_source_modify_unix_fd (source, self->epfd_tag, G_IO_IN);
+      self->muted = FALSE;
+    }
   for (int i = 0; i < n; i++)
     watch_unref (ready[i].data.ptr);
   return G_SOURCE_CONTINUE;
+}
+
+/* Only in a main-loop iteration nested in one of our callbacks (a callback that runs the
+ * main context itself): the epoll fd stays ready until the batch is done, so it is left
+ * out of that iteration's poll, which would not sleep otherwise. */
+static gboolean
+poller_prepare (GSource *source,
+                gint    *timeout)
+{
+  ShimwatchPoller *self = (ShimwatchPoller *) source;
+
+  *timeout = -1;
+  if (self->dispatching && !self->muted)
+    {
+      g_source_modify_unix_fd (source, self->epfd_tag, 0);
+      self->muted = TRUE;
+    }
+  return FALSE;
 }
 
 static void
@@ -130,7 +161,7 @@ poller_finalize (GSource *source)
 }
 
 static GSourceFuncs poller_funcs = {
-  .prepare = NULL,      /* no timeout of its own */
+  .prepare = poller_prepare,
   .check = NULL,        /* dispatched whenever the epoll fd is readable */
   .dispatch = poller_dispatch,
   .finalize = poller_finalize,
@@ -152,7 +183,13 @@ shimwatch_poller_new (GMainContext *context)
       g_error ("cannot create an epoll set: %s", g_strerror (saved_errno));
     }
   g_source_set_name (&self->source, "ShimwatchPoller");
-  g_source_add_unix_fd (&self->source, self->epfd, G_IO_IN);
+  self->epfd_tag = g_source_add_unix_fd (&self->source, self->epfd, G_IO_IN);
+  /* GLib blocks a source that cannot recurse for its dispatch: it takes the source's fds
+   * out of the context's poll and puts them back, and each of the two wakes the context
+   * (GLib 2.74): two writes to its eventfd and an empty iteration after every dispatch,
+   * on the path of every shim's death. The poller needs none of that: it guards its
+   * batch against nested iterations itself (poller_prepare, poller_dispatch) */
+  g_source_set_can_recurse (&self->source, TRUE);
   g_source_attach (&self->source, context);
   return self;
 }

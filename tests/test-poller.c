@@ -528,6 +528,110 @@ test_priority_within_a_batch (void)
     close (fds[i][0]);
 }
 
+static gboolean
+set_flag_cb (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* GLib wakes a context when a source that cannot recurse is dispatched (its fds are taken
+ * out of the poll and put back): an empty iteration after each dispatch. The poller's
+ * dispatch leaves nothing of the sort: the next iteration sleeps until something happens */
+static void
+test_no_wakeup_of_its_own (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter counter = { .drain = TRUE, .keep = TRUE };
+  gboolean fired = FALSE;
+  ShimwatchPollerWatch *watch;
+  int fds[2];
+
+  make_socketpair (fds);
+  counter.fd = fds[0];
+  watch = shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb, &counter,
+                                NULL, NULL);
+  drain_context ();
+  g_assert_cmpint (write (fds[1], "x", 1), ==, 1);
+  wait_for (called, &counter);
+  /* the one thing to come is the timeout: the first iteration dispatches it */
+  g_timeout_add (20, set_flag_cb, &fired);
+  g_assert_true (g_main_context_iteration (NULL, TRUE));
+  g_assert_true (fired);
+  g_assert_cmpuint (counter.calls, ==, 1);
+  shimwatch_poller_watch_remove (watch);
+  close (fds[0]);
+  close (fds[1]);
+}
+
+typedef struct {
+  Counter  *other;
+  guint     other_calls_seen;
+  guint     iterations;
+} Nester;
+
+/* a callback that runs the main context itself (as a test's crash point does) */
+static gboolean
+nest_cb (int                   fd,
+         ShimwatchPollerEvents events,
+         gpointer              user_data)
+{
+  Nester *nester = user_data;
+  gboolean fired = FALSE;
+
+  g_timeout_add (30, set_flag_cb, &fired);
+  while (!fired)
+    {
+      g_main_context_iteration (NULL, TRUE);
+      nester->iterations++;
+    }
+  nester->other_calls_seen = nester->other->calls;
+  return G_SOURCE_REMOVE;
+}
+
+/* a main-loop iteration nested in a callback hands out nothing of the batch being
+ * dispatched (the other fd, ready in the same batch, comes after, once), and it sleeps:
+ * the epoll fd, ready until the batch is done, is left out of its poll. Afterwards the
+ * poller works as before. */
+static void
+test_nested_iteration (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  Counter other = { .keep = FALSE }, later = { .drain = TRUE, .keep = FALSE };
+  Nester nester = { .other = &other };
+  ShimwatchPollerWatch *first;
+  int a[2], b[2], c[2];
+
+  make_socketpair (a);
+  make_socketpair (b);
+  make_socketpair (c);
+  other.fd = b[0];
+  later.fd = c[0];
+  drain_context ();
+  first = shimwatch_poller_add (poller, a[0], SHIMWATCH_POLLER_PEER_CLOSED, nest_cb, &nester,
+                                NULL, NULL);
+  shimwatch_poller_watch_set_priority (first, G_PRIORITY_HIGH);
+  g_assert_nonnull (shimwatch_poller_add (poller, b[0], SHIMWATCH_POLLER_PEER_CLOSED, count_cb,
+                                          &other, NULL, NULL));
+  g_assert_nonnull (shimwatch_poller_add (poller, c[0], SHIMWATCH_POLLER_IN, count_cb, &later,
+                                          NULL, NULL));
+  close (b[1]);
+  close (a[1]);
+  g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (nester.other_calls_seen, ==, 0);
+  /* a poll that did not sleep would have come back thousands of times in 30 ms */
+  g_assert_cmpuint (nester.iterations, <=, 5);
+  g_assert_cmpuint (other.calls, ==, 1);
+
+  g_assert_cmpint (write (c[1], "x", 1), ==, 1);
+  wait_for (called, &later);
+  g_assert_cmpuint (later.calls, ==, 1);
+  close (a[0]);
+  close (b[0]);
+  close (c[0]);
+  close (c[1]);
+}
+
 static void
 test_refused_fd (void)
 {
@@ -574,6 +678,8 @@ main (int    argc,
   g_test_add_func ("/poller/fd-closed-in-callback", test_fd_closed_in_callback);
   g_test_add_func ("/poller/pidfd", test_pidfd);
   g_test_add_func ("/poller/priority-within-a-batch", test_priority_within_a_batch);
+  g_test_add_func ("/poller/no-wakeup-of-its-own", test_no_wakeup_of_its_own);
+  g_test_add_func ("/poller/nested-iteration", test_nested_iteration);
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
 
   return g_test_run ();
