@@ -467,6 +467,17 @@ io_ready_cb (int                   fd G_GNUC_UNUSED,
   if (self->want_write &&
       (events & (SHIMWATCH_POLLER_OUT | SHIMWATCH_POLLER_ERR | SHIMWATCH_POLLER_HUP)))
     flush_output (self);
+  /* a client whose peer is gone for good (a hang-up: both directions shut) and that awaits
+   * no answer: what may be left unread answers no call and would be dropped, so the end is
+   * known without reading to it (a dead shim's connection, on the way to ShimDisconnected) */
+  if (self->started && !self->closed && self->handler == NULL &&
+      (events & SHIMWATCH_POLLER_HUP) && g_hash_table_size (self->pending) == 0)
+    {
+      close_with_error (self, g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                   SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                   "end of stream"));
+      return G_SOURCE_CONTINUE;
+    }
   /* an error or hang-up is read too: the read tells which, and ends the connection */
   if (self->started && !self->closed &&
       (events & (SHIMWATCH_POLLER_IN | SHIMWATCH_POLLER_PEER_CLOSED | SHIMWATCH_POLLER_ERR |

@@ -648,6 +648,56 @@ test_closed_before_the_socket (Fixture       *fx,
   iterate (5);
 }
 
+/* A peer that answers and dies at once (a shim's last answer, then SIGKILL): the hang-up
+ * is not taken for the end before what came with it is read, for a prompt call and for a
+ * deferred one (whose answer nothing would read otherwise). Without a call awaited, the
+ * hang-up alone ends the connection. */
+static void
+test_hangup_after_the_answers (Fixture       *fx,
+                               gconstpointer  data)
+{
+  CallResult prompt = { 0 }, deferred = { 0 };
+  ShimwatchTtrpcHeader h1, h2;
+  g_autoptr(GBytes) request = shimwatch_wire_encode_connect_request ("c1");
+  g_autoptr(GBytes) q1 = NULL, q2 = NULL;
+  g_autoptr(GBytes) p1 = connect_response_payload (11);
+  g_autoptr(GBytes) p2 = connect_response_payload (22);
+  g_autoptr(GBytes) b1 = shimwatch_wire_encode_response (0, NULL, p1);
+  g_autoptr(GBytes) b2 = shimwatch_wire_encode_response (0, NULL, p2);
+  g_autoptr(GByteArray) f1 = NULL, f2 = NULL;
+  guint32 shim_pid = 0, task_pid = 0;
+
+  start_call (fx, &prompt, 0);
+  shimwatch_ttrpc_call_full_async (fx->ttrpc, "containerd.task.v2.Task", "Connect", request,
+                                   "test", 5000, SHIMWATCH_TTRPC_CALL_DEFERRED, call_done_cb,
+                                   &deferred);
+  q1 = peer_read_frame (fx, &h1);
+  q2 = peer_read_frame (fx, &h2);
+  f1 = frame (h1.stream_id, SHIMWATCH_TTRPC_TYPE_RESPONSE, 0, b1);
+  f2 = frame (h2.stream_id, SHIMWATCH_TTRPC_TYPE_RESPONSE, 0, b2);
+  peer_write (fx, f2->data, f2->len);
+  peer_write (fx, f1->data, f1->len);
+  close (fx->peer);
+  fx->peer = -1;
+  wait_done (&prompt);
+  wait_done (&deferred);
+  g_assert_no_error (prompt.error);
+  g_assert_true (shimwatch_wire_decode_connect_response (prompt.payload, &shim_pid, &task_pid,
+                                                         NULL));
+  g_assert_cmpuint (shim_pid, ==, 11);
+  g_assert_no_error (deferred.error);
+  g_assert_true (shimwatch_wire_decode_connect_response (deferred.payload, &shim_pid, &task_pid,
+                                                         NULL));
+  g_assert_cmpuint (shim_pid, ==, 22);
+  for (gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+       fx->closed_count == 0 && g_get_monotonic_time () < deadline;)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (fx->closed_count, ==, 1);
+  g_assert_error (fx->closed_reason, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED);
+  call_result_clear (&prompt);
+  call_result_clear (&deferred);
+}
+
 static void
 test_reset_closes (Fixture       *fx,
                    gconstpointer  data)
@@ -1492,6 +1542,7 @@ main (int    argc,
   ADD ("/ttrpc/eof-closes-once", test_eof_closes_once);
   ADD ("/ttrpc/local-close-once", test_local_close_once);
   ADD ("/ttrpc/closed-before-the-socket", test_closed_before_the_socket);
+  ADD ("/ttrpc/hangup-after-the-answers", test_hangup_after_the_answers);
   ADD ("/ttrpc/reset-closes", test_reset_closes);
   ADD ("/ttrpc/server-stream-rules", test_server_stream_rules);
   ADD ("/ttrpc/output/server-peer-closed-at-cap", test_server_output_capped);
