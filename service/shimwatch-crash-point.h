@@ -24,6 +24,17 @@ shimwatch_crash_point_armed (const char *step)
 #endif
 }
 
+/* whether SHIMWATCH_TEST_CRASH_AT names any step (always FALSE without test hooks) */
+static inline gboolean
+shimwatch_crash_point_any_armed (void)
+{
+#ifdef SHIMWATCH_TEST_HOOKS
+  return g_getenv ("SHIMWATCH_TEST_CRASH_AT") != NULL;
+#else
+  return FALSE;
+#endif
+}
+
 static inline void
 shimwatch_crash_point (const char *step)
 {

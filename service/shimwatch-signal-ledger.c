@@ -11,6 +11,15 @@
  * disk must not stop the bus */
 #define DURABLE_WAIT_US (10 * G_USEC_PER_SEC)
 
+/* A settle nobody waits for does not wake the main thread: the committer's next call
+ * takes it in (shimwatch_signal_ledger_settle_now()), or at the latest a timer, armed
+ * while signals are expected. GDBus's thread wakes the main thread only when a filter
+ * waits for a mark the main thread has yet to hand over (behind a settle it has not
+ * heard of), when the connection closed, and with a test's crash point armed. With 200
+ * deaths at once that is one main-loop wake-up per SETTLE_LATE_MS instead of up to one
+ * per signal. */
+#define SETTLE_LATE_MS 20
+
 typedef struct
 {
   gatomicrefcount             ref_count;
@@ -35,7 +44,10 @@ struct _ShimwatchSignalLedger
   GCond            commit_given;
   GHashTable      *entries;          /* "member\nsubject" -> Entry (not settled yet) */
   GPtrArray       *settled;          /* Entry, for the main thread */
-  GSource         *settle_source;
+  GSource         *settle_source;    /* the idle that settles now */
+  GSource         *settle_timer;     /* main thread: armed while signals are expected */
+  gboolean         eager;            /* every settle wakes the main thread (crash points) */
+  guint            n_wakeups;        /* (tests) by GDBus's thread */
   GDBusConnection *connection;       /* not owned: the one attached to, while open */
   gboolean         closed;
 };
@@ -80,6 +92,8 @@ shimwatch_signal_ledger_new (const char *interface_name)
   ledger->entries = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                            (GDestroyNotify) entry_unref);
   ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
+  /* a test's crash point after a signal means "right after it went out" */
+  ledger->eager = shimwatch_crash_point_any_armed ();
   return ledger;
 }
 
@@ -99,6 +113,11 @@ shimwatch_signal_ledger_unref (ShimwatchSignalLedger *ledger)
     {
       g_source_destroy (ledger->settle_source);
       g_source_unref (ledger->settle_source);
+    }
+  if (ledger->settle_timer != NULL)
+    {
+      g_source_destroy (ledger->settle_timer);
+      g_source_unref (ledger->settle_timer);
     }
   g_hash_table_unref (ledger->entries);
   g_ptr_array_unref (ledger->settled);
@@ -154,6 +173,22 @@ settle_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static gboolean
+settle_timer_cb (gpointer user_data)
+{
+  ShimwatchSignalLedger *ledger = user_data;
+  guint pending;
+
+  settle_all (ledger, FALSE);
+  g_mutex_lock (&ledger->mutex);
+  pending = g_hash_table_size (ledger->entries) + ledger->settled->len;
+  g_mutex_unlock (&ledger->mutex);
+  if (pending > 0)
+    return G_SOURCE_CONTINUE;
+  g_clear_pointer (&ledger->settle_timer, g_source_unref);
+  return G_SOURCE_REMOVE;
+}
+
 void
 shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger)
 {
@@ -164,22 +199,14 @@ shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger)
   g_main_context_release (ledger->context);
 }
 
-/* under the mutex; any thread */
+/* under the mutex; any thread: the main thread settles in its next turn */
 static void
-settle_locked (ShimwatchSignalLedger *ledger,
-               Entry                 *entry,
-               gboolean               sent)
+wake_locked (ShimwatchSignalLedger *ledger)
 {
-  g_autofree char *key = make_key (entry->member, entry->subject);
-
-  entry->done = TRUE;
-  entry->sent = sent;
-  g_ptr_array_add (ledger->settled, entry_ref (entry));
-  if (g_hash_table_lookup (ledger->entries, key) == entry)
-    g_hash_table_remove (ledger->entries, key);
-  g_cond_broadcast (&ledger->commit_given);
   if (ledger->settle_source == NULL)
     {
+      if (!g_main_context_is_owner (ledger->context))
+        ledger->n_wakeups++;
       /* the callback holds a reference: it may run after the last unref elsewhere */
       ledger->settle_source = g_idle_source_new ();
       g_source_set_priority (ledger->settle_source, G_PRIORITY_DEFAULT);
@@ -189,6 +216,26 @@ settle_locked (ShimwatchSignalLedger *ledger,
                              (GDestroyNotify) shimwatch_signal_ledger_unref);
       g_source_attach (ledger->settle_source, ledger->context);
     }
+}
+
+/* under the mutex; any thread. @wake: the main thread hears of it in its next turn, not
+ * when it next asks (see SETTLE_LATE_MS) */
+static void
+settle_locked (ShimwatchSignalLedger *ledger,
+               Entry                 *entry,
+               gboolean               sent,
+               gboolean               wake)
+{
+  g_autofree char *key = make_key (entry->member, entry->subject);
+
+  entry->done = TRUE;
+  entry->sent = sent;
+  g_ptr_array_add (ledger->settled, entry_ref (entry));
+  if (g_hash_table_lookup (ledger->entries, key) == entry)
+    g_hash_table_remove (ledger->entries, key);
+  g_cond_broadcast (&ledger->commit_given);
+  if (wake || ledger->eager)
+    wake_locked (ledger);
 }
 
 /* -- the filter, in GDBus's worker thread ------------------------------------------------ */
@@ -234,6 +281,10 @@ outgoing_filter (GDBusConnection *connection,
       return message;
     }
   entry_ref (entry);
+  /* its mark waits behind a signal of the task that went out: the main thread must hear
+   * of that to hand this one's over */
+  if (!entry->commit_given && ledger->settled->len > 0)
+    wake_locked (ledger);
   deadline = g_get_monotonic_time () + DURABLE_WAIT_US;
   while (!entry->commit_given && !entry->done &&
          g_cond_wait_until (&ledger->commit_given, &ledger->mutex, deadline))
@@ -257,7 +308,7 @@ outgoing_filter (GDBusConnection *connection,
        * is a moment in which a SIGKILL would lose the signal (settle_cb logs) */
       if (entry->commit != NULL)
         shimwatch_records_commit (entry->commit);
-      settle_locked (ledger, entry, TRUE);
+      settle_locked (ledger, entry, TRUE, FALSE);
     }
   g_mutex_unlock (&ledger->mutex);
   entry_unref (entry);
@@ -281,7 +332,7 @@ connection_closed_cb (GDBusConnection *connection,
   while (g_hash_table_iter_next (&iter, NULL, &entry))
     g_ptr_array_add (open_entries, entry);
   for (guint i = 0; i < open_entries->len; i++)
-    settle_locked (ledger, g_ptr_array_index (open_entries, i), FALSE);
+    settle_locked (ledger, g_ptr_array_index (open_entries, i), FALSE, TRUE);
   g_mutex_unlock (&ledger->mutex);
 }
 
@@ -325,13 +376,23 @@ shimwatch_signal_ledger_expect (ShimwatchSignalLedger      *ledger,
   g_mutex_lock (&ledger->mutex);
   old = g_hash_table_lookup (ledger->entries, key);
   if (old != NULL)
-    settle_locked (ledger, old, FALSE);
+    settle_locked (ledger, old, FALSE, TRUE);
   g_hash_table_insert (ledger->entries, key, entry_ref (entry));
   /* nothing will be written: settled at once (in the next turn) */
   if (ledger->connection == NULL || ledger->closed)
-    settle_locked (ledger, entry, FALSE);
+    settle_locked (ledger, entry, FALSE, TRUE);
   g_mutex_unlock (&ledger->mutex);
   entry_unref (entry);
+  /* on the main thread, like every call but the filter */
+  if (ledger->settle_timer == NULL && !ledger->eager)
+    {
+      ledger->settle_timer = g_timeout_source_new (SETTLE_LATE_MS);
+      g_source_set_static_name (ledger->settle_timer, "shimwatch signal ledger, late");
+      g_source_set_callback (ledger->settle_timer, settle_timer_cb,
+                             shimwatch_signal_ledger_ref (ledger),
+                             (GDestroyNotify) shimwatch_signal_ledger_unref);
+      g_source_attach (ledger->settle_timer, ledger->context);
+    }
 }
 
 void
@@ -355,6 +416,17 @@ shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
   /* settled before its record came (the connection closed): the record keeps saying
    * "not sent" */
   shimwatch_record_commit_free (commit);
+}
+
+guint
+shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger)
+{
+  guint n;
+
+  g_mutex_lock (&ledger->mutex);
+  n = ledger->n_wakeups;
+  g_mutex_unlock (&ledger->mutex);
+  return n;
 }
 
 guint

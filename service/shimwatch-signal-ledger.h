@@ -71,6 +71,8 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
  * settled so far run now, not in the next turn of the main loop (which still comes, and
  * finds less to do). */
 void     shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger);
+/* (tests) how often another thread woke the main context to settle */
+guint    shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
 void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,

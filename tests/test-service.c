@@ -1280,6 +1280,10 @@ test_committer_takes_settled_at_once (LedgerFixture *f,
   shimwatch_record_committer_remove (f->committer, "ns", "t1");
   g_assert_true (iterate (10000, committer_idle, f));
   f->removed = TRUE;
+  /* nothing waited for the main thread: GDBus's thread never woke it to settle, the
+   * record went once the main loop's next turns took TaskDelete's settle in */
+  g_assert_cmpuint (shimwatch_signal_ledger_get_n_wakeups (f->ledger), ==, 0);
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 0);
 }
 
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
