@@ -450,6 +450,9 @@ delete_done_cb (GObject      *source,
   shimwatch_crash_point ("shim-deleted");
 
   remove_state (task);
+  /* the slot bounds the `shim delete`s that run at once: the next one starts now, not
+   * once this task's directory and cgroup are gone (its own thread does that meanwhile) */
+  release_slot (g_task_get_source_object (task), data);
 }
 
 static void
