@@ -137,7 +137,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data,
     }
   run_loop (fds[1]);
 
-  for (gsize offset = 0; offset < size && !shimwatch_ttrpc_is_closed (ttrpc); )
+  /* a client reads only while it awaits an answer promptly: once its calls are answered,
+   * what else the peer sends waits in the socket (as a deferred health check's answer
+   * does) until the socket is full; then the peer can send no more, and stops */
+  for (gsize offset = 0, stalled = 0;
+       offset < size && stalled < 3 && !shimwatch_ttrpc_is_closed (ttrpc); )
     {
       gsize n = MIN (chunk, size - offset);
       gssize written = write (fds[1], data + offset, n);
@@ -145,7 +149,15 @@ LLVMFuzzerTestOneInput (const uint8_t *data,
       if (written < 0 && errno != EAGAIN)
         break;
       if (written > 0)
-        offset += (gsize) written;
+        {
+          offset += (gsize) written;
+          stalled = 0;
+        }
+      else
+        {
+          stalled++;
+          shimwatch_ttrpc_collect (ttrpc);
+        }
       run_loop (fds[1]);
     }
 
