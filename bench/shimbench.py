@@ -170,6 +170,36 @@ def switches_by_name(pid, before):
     return dict(by_name)
 
 
+def threads_runtime(pid):
+    """{(pid, tid): (comm, ns on a CPU)} for every thread of pid and of its helper processes,
+    from schedstat: the scheduler's nanosecond clock, not the tick's 10 ms steps."""
+    times = {}
+    for p in [pid] + helpers_of(pid):
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    ns = int(f.read().split()[0])
+                with open(f"/proc/{p}/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+            except (OSError, ValueError, IndexError):
+                continue
+            times[(p, tid)] = (comm, ns)
+    return times
+
+
+def runtime_by_name(pid, before):
+    """ms on a CPU of pid's threads and helpers since threads_runtime() gave before, by name
+    (threads that ended are missing: their time is in the tick figures only)."""
+    by_name = collections.Counter()
+    for key, (comm, ns) in threads_runtime(pid).items():
+        by_name[comm] += (ns - before.get(key, (comm, 0))[1]) / 1e6
+    return dict(by_name)
+
+
 def switches_since(pid, before):
     """Context switches of pid's threads since threads_switches() gave before, and how many
     threads there are now. A thread that ended meanwhile took its count with it."""
@@ -344,8 +374,13 @@ class Profile:
             # DWARF unwinding: Debian's GLib and libc have no frame pointers
             # the service and its spawner (helpers_of)
             pids = ",".join(str(p) for p in [self.pid] + helpers_of(self.pid))
-            self.proc = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384",
-                                          "-F", str(self.freq), "-p", pids, "-o", self.path],
+            cmd = ["perf", "record", "--call-graph", "dwarf,16384",
+                   "-F", str(self.freq), "-p", pids, "-o", self.path]
+            # SHIMBENCH_PERF_CMD replaces the command, e.g. "perf trace -s -p {pids} -o {out}"
+            if os.environ.get("SHIMBENCH_PERF_CMD"):
+                cmd = [a.replace("{pids}", pids).replace("{out}", self.path)
+                       for a in os.environ["SHIMBENCH_PERF_CMD"].split()]
+            self.proc = subprocess.Popen(cmd,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)          # perf attaches to every thread first
         return self
@@ -969,6 +1004,7 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
                   "tree": cpu_seconds(pid, children=True) +
                   sum(cpu_seconds(p, children=True) for p in extra_pids)}
     switches_before, main_before = threads_switches(pid), context_switches(pid)
+    runtime_before = threads_runtime(pid)
     with profile or Profile(argparse.Namespace(perf=None), 0, ""):
         killed = time.monotonic()
         kill_by_pid([t["ShimPid"] for t in tasks.values()])
@@ -977,6 +1013,7 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
     # the service's thread wake-ups in the window (threads that ended took theirs along)
     switches, _ = switches_since(pid, switches_before)
     by_name = switches_by_name(pid, switches_before)
+    runtime = runtime_by_name(pid, runtime_before)
     main_sleeps = context_switches(pid)[0] - main_before[0]
     cpu_after = {"own": cpu_seconds(pid), "helpers": helpers_cpu_seconds(pid),
                  "tree": cpu_seconds(pid, children=True) +
@@ -988,7 +1025,8 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
     log(f"mass {system}: last exit {last_exit:.2f} s, last delete {last_delete:.2f} s, "
         f"left {left}; per death: {switches / n:.1f} context switches of its threads, "
         f"{main_sleeps / n:.1f} sleeps of its main thread ended; by thread: "
-        f"{ {k: round(v / n, 1) for k, v in by_name.items()} }")
+        f"{ {k: round(v / n, 1) for k, v in by_name.items()} }; ms on a CPU per death "
+        f"(schedstat, live threads): { {k: round(v / n, 3) for k, v in runtime.items()} }")
     return {"n": n, "last_exit_s": last_exit, "last_delete_s": last_delete,
             "window_s": done - killed, "leftovers": sum(left.values()), "leftover_kinds": left,
             "cpu_total_s": cpu_after["tree"] - cpu_before["tree"],
@@ -997,7 +1035,7 @@ def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, firs
             "cpu_spawner_s": cpu_after["helpers"] - cpu_before["helpers"],
             "idle_cpu_percent": idle_cpu, "rss_kib": rss,
             "context_switches": switches, "main_thread_sleeps": main_sleeps,
-            "context_switches_by_thread": by_name}
+            "context_switches_by_thread": by_name, "cpu_ms_by_thread": runtime}
 
 
 def unit_mass(ws, args):
