@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-history.h"
+#include "shimwatch-write.h"
 
 /* how long queued lines wait for company before the writer takes them */
 #define BATCH_DELAY_MS   200
@@ -69,25 +70,6 @@ report (ShimwatchHistory *self,
   self->failing = TRUE;
 }
 
-static gboolean
-write_all (int           fd,
-           const char   *data,
-           gsize         length)
-{
-  while (length > 0)
-    {
-      ssize_t n = write (fd, data, length);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return FALSE;
-      data += n;
-      length -= (gsize) n;
-    }
-  return TRUE;
-}
-
 static void
 append_lines (ShimwatchHistory *self,
               GString          *lines)
@@ -101,7 +83,8 @@ append_lines (ShimwatchHistory *self,
       report (self, "open", self->path, errno);
       return;
     }
-  if (!write_all (fd, lines->str, lines->len) || fdatasync (fd) != 0 || fstat (fd, &st) != 0)
+  if (!shimwatch_write_all (fd, lines->str, lines->len) || fdatasync (fd) != 0 ||
+      fstat (fd, &st) != 0)
     {
       int saved_errno = errno;
 

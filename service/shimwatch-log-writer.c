@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "shimwatch-log-writer.h"
+#include "shimwatch-write.h"
 
 /* the levels GLib writes to stderr, and those it starts with a blank line */
 #define STDERR_LEVELS (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING | \
@@ -195,24 +196,6 @@ shimwatch_log_writer_format (GLogLevelFlags   level,
   return TRUE;
 }
 
-static void
-write_all (int         fd,
-           const char *data,
-           gsize       length)
-{
-  while (length > 0)
-    {
-      gssize n = write (fd, data, length);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return;   /* as GLib's writer: a line that cannot be written is lost */
-      data += n;
-      length -= (gsize) n;
-    }
-}
-
 GLogWriterOutput
 shimwatch_log_writer (GLogLevelFlags   level,
                       const GLogField *fields,
@@ -243,6 +226,7 @@ shimwatch_log_writer (GLogLevelFlags   level,
     return g_log_writer_default (level, fields, n_fields, user_data);
   g_string_append_c (line, '\n');
   /* one write: lines from several threads never interleave */
-  write_all (fd, line->str, line->len);
+  /* as GLib's writer: a line that cannot be written is lost */
+  shimwatch_write_all (fd, line->str, line->len);
   return G_LOG_WRITER_HANDLED;
 }

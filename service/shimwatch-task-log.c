@@ -17,6 +17,7 @@
 #include "shimwatch-names.h"
 #include "shimwatch-poller.h"
 #include "shimwatch-task-log.h"
+#include "shimwatch-write.h"
 
 #define TIME_LEN        27                /* 2026-12-02T21:45:54.123456Z */
 #define DRAIN_BUDGET    (256 * 1024)      /* per wake-up and stream: others get their turn */
@@ -211,30 +212,20 @@ rotate (ShimwatchTaskLog *self)
 }
 
 static void
-write_all (ShimwatchTaskLog *self,
-           const char       *data,
-           gsize             len)
+write_output (ShimwatchTaskLog *self,
+              const char       *data,
+              gsize             len)
 {
-  gsize done = 0;
-
   if (self->out_fd < 0)
     return;
-  while (done < len)
+  if (!shimwatch_write_all (self->out_fd, data, len))
     {
-      gssize n = write (self->out_fd, data + done, len - done);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        {
-          /* a full disk loses lines, never the task: it is told once */
-          if (!self->write_failed)
-            log_task (self, G_LOG_LEVEL_WARNING, "cannot write the task log: %s; output is "
-                      "lost until writing works again", g_strerror (errno));
-          self->write_failed = TRUE;
-          return;
-        }
-      done += (gsize) n;
+      /* a full disk loses lines, never the task: it is told once */
+      if (!self->write_failed)
+        log_task (self, G_LOG_LEVEL_WARNING, "cannot write the task log: %s; output is "
+                  "lost until writing works again", g_strerror (errno));
+      self->write_failed = TRUE;
+      return;
     }
   self->write_failed = FALSE;
   self->out_size += len;
@@ -245,7 +236,7 @@ flush_batch (ShimwatchTaskLog *self)
 {
   if (self->batch->len == 0)
     return;
-  write_all (self, self->batch->str, self->batch->len);
+  write_output (self, self->batch->str, self->batch->len);
   for (GList *l = self->readers; l != NULL; )
     {
       GList *next = l->next;      /* a reader that falls behind goes away here */

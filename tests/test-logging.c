@@ -5,6 +5,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,6 +17,7 @@
 #include "shimwatch-log-writer.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
+#include "shimwatch-write.h"
 
 #define G_LOG_DOMAIN_TEST "ShimwatchTest"
 
@@ -328,6 +333,109 @@ test_writer_writes_lines (void)
                     strlen ("ShimwatchTest-INFO: 00:00:00.000: an info line\n"));
 }
 
+/* shimwatch_write_all(): a write cut short by a signal (EINTR, or a partial count) goes on
+ * where it stopped, so the reader gets every byte in order */
+#define WRITE_ALL_SIZE (4 * 1024 * 1024)
+
+typedef struct {
+  int fd;
+  const guint8 *data;
+  gboolean ok;
+  int saved_errno;
+  volatile gint done;
+} WriteAllJob;
+
+static void
+on_sigusr1 (int signo)
+{
+}
+
+static void *
+write_all_thread (void *data)
+{
+  WriteAllJob *job = data;
+
+  job->ok = shimwatch_write_all (job->fd, job->data, WRITE_ALL_SIZE);
+  job->saved_errno = errno;
+  g_atomic_int_set (&job->done, 1);
+  close (job->fd);    /* the reader sees the end, even of a write that stopped short */
+  return NULL;
+}
+
+static void
+test_write_all_interrupted (void)
+{
+  struct sigaction action = { .sa_handler = on_sigusr1 };   /* no SA_RESTART */
+  struct sigaction old_action;
+  g_autofree guint8 *data = g_malloc (WRITE_ALL_SIZE);
+  g_autofree guint8 *got = g_malloc (WRITE_ALL_SIZE);
+  WriteAllJob job = { 0 };
+  pthread_t thread;
+  gsize have = 0;
+  guint signals = 0;
+  int fds[2];
+
+  for (gsize i = 0; i < WRITE_ALL_SIZE; i++)
+    data[i] = (guint8) (i * 7 + i / 4096);
+  g_assert_no_errno (sigaction (SIGUSR1, &action, &old_action));
+  g_assert_no_errno (pipe2 (fds, O_CLOEXEC));
+  job.fd = fds[1];
+  job.data = data;
+  /* a pthread of its own, to signal it: GThread does not give its pthread_t */
+  g_assert_cmpint (pthread_create (&thread, NULL, write_all_thread, &job), ==, 0);
+  while (have < WRITE_ALL_SIZE)
+    {
+      /* small reads, each after a signal to the blocked writer */
+      gssize n;
+
+      if (!g_atomic_int_get (&job.done))
+        {
+          pthread_kill (thread, SIGUSR1);
+          signals++;
+        }
+      n = read (fds[0], got + have, MIN (WRITE_ALL_SIZE - have, 8192));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n == 0)
+        break;
+      g_assert_cmpint (n, >, 0);
+      have += (gsize) n;
+    }
+  g_assert_cmpint (pthread_join (thread, NULL), ==, 0);
+  g_assert_true (job.ok);
+  g_assert_cmpuint (have, ==, WRITE_ALL_SIZE);
+  g_assert_cmpuint (signals, >, 10);
+  g_assert_cmpmem (got, WRITE_ALL_SIZE, data, WRITE_ALL_SIZE);
+  close (fds[0]);
+  g_assert_no_errno (sigaction (SIGUSR1, &old_action, NULL));
+}
+
+/* a write that fails says so with errno: a closed pipe, a full device */
+static void
+test_write_all_errors (void)
+{
+  void (*old_handler) (int) = signal (SIGPIPE, SIG_IGN);
+  int full = open ("/dev/full", O_WRONLY | O_CLOEXEC);
+  int fds[2];
+
+  g_assert_no_errno (pipe2 (fds, O_CLOEXEC));
+  close (fds[0]);
+  errno = 0;
+  g_assert_false (shimwatch_write_all (fds[1], "line\n", 5));
+  g_assert_cmpint (errno, ==, EPIPE);
+  close (fds[1]);
+  signal (SIGPIPE, old_handler);
+
+  g_assert_cmpint (full, >=, 0);
+  errno = 0;
+  g_assert_false (shimwatch_write_all (full, "line\n", 5));
+  g_assert_cmpint (errno, ==, ENOSPC);
+  close (full);
+
+  /* nothing to write is done at once, even on an fd that cannot be written */
+  g_assert_true (shimwatch_write_all (-1, "", 0));
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -345,6 +453,8 @@ main (int   argc,
   g_test_add_func ("/logging/writer/format", test_writer_format);
   g_test_add_func ("/logging/writer/zone-once-a-minute", test_writer_zone_once_a_minute);
   g_test_add_func ("/logging/writer/writes-lines", test_writer_writes_lines);
+  g_test_add_func ("/logging/write-all/interrupted", test_write_all_interrupted);
+  g_test_add_func ("/logging/write-all/errors", test_write_all_errors);
   result = g_test_run ();
   g_ptr_array_unref (lines);
   return result;
