@@ -157,7 +157,8 @@ settle_all (ShimwatchSignalLedger *ledger,
       if (!entry->sent)
         g_warning ("%s of %s was not written to the bus; its record says so, and the next "
                    "start of the service sends it", entry->member, entry->subject);
-      else
+      /* g_debug() formats before anyone decides to drop it: not at every death */
+      else if (!g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
         g_debug ("%s of %s went out%s", entry->member, entry->subject,
                  entry->commit != NULL ? " with its record marked" : "");
       if (entry->settled != NULL)
