@@ -17,7 +17,12 @@ A process counts as the suite's when it was started after the snapshot and carri
 suite's marker in its environment (SHIMWATCH_TEST_SUITE, set by meson for every test and
 inherited by the daemons, shims and servers the tests start), or sits in a cgroup created
 during the suite (a container: runc gives it a fresh environment), or descends from such a
-process. Other people's processes on a shared machine are not ours to report."""
+process. Other people's processes on a shared machine are not ours to report.
+
+On a shared machine whose own tooling makes a cgroup for each command it runs (a sandbox),
+SHIMWATCH_LEAK_FOREIGN_CGROUPS names those cgroups (a regular expression matched against
+the path, e.g. "^/process_api/"): they, and the processes in them that carry no marker, are
+not the suite's. Nothing sets it by default: CI runs on a machine of its own."""
 
 import json
 import os
@@ -219,8 +224,14 @@ def realized_by_systemd(cgroup):
             not any(SUITE_SCOPE.match(p) for p in parts))
 
 
+def foreign(cgroup):
+    pattern = os.environ.get("SHIMWATCH_LEAK_FOREIGN_CGROUPS")
+    return bool(pattern) and re.search(pattern, cgroup.split(":", 1)[1]) is not None
+
+
 def leftovers(state, marker):
-    cg = sorted(c for c in cgroups() - set(state["cgroups"]) if not realized_by_systemd(c))
+    cg = sorted(c for c in cgroups() - set(state["cgroups"])
+                if not realized_by_systemd(c) and not foreign(c))
     tmp = sorted(tmp_entries() - set(state["tmp"]))
     containers = runc_containers(tmp)
     return {
