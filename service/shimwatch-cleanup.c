@@ -11,7 +11,10 @@
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 #include <glib/gstdio.h>
 #include <glib-unix.h>
 
@@ -146,57 +149,84 @@ shimwatch_cleanup_kill_processes_in (const char *dir)
 
 /* -- step 3, in a worker thread -------------------------------------------------------- */
 
-static gboolean
-remove_tree_at (int          parent_fd,
-                const char  *name,
-                GError     **error)
-{
-  struct stat st;
-  int fd;
-  DIR *dir;
-  struct dirent *entry;
-  gboolean ok = TRUE;
+static gboolean remove_entry_at (int            dir_fd,
+                                 const char    *dir_name,
+                                 const char    *name,
+                                 unsigned char  type,
+                                 GError       **error);
 
-  if (fstatat (parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
-                                                  "stat %s: %s", name, g_strerror (errno)), FALSE);
-  if (!S_ISDIR (st.st_mode))
+/* A directory below the one being removed, never on another file system (a mount we
+ * failed to remove): openat2(2) refuses to cross into one, so no stat tells it */
+static int
+open_same_mount (int         dir_fd,
+                 const char *name)
+{
+  struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                          .resolve = RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS };
+  struct stat parent, child;
+  int fd;
+
+  fd = (int) syscall (SYS_openat2, dir_fd, name, &how, sizeof how);
+  if (fd >= 0 || errno != ENOSYS)
+    return fd;
+  /* before Linux 5.6: the devices of the two directories tell */
+  fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && (fstat (dir_fd, &parent) != 0 || fstat (fd, &child) != 0 ||
+                  parent.st_dev != child.st_dev))
     {
-      if (unlinkat (parent_fd, name, 0) != 0 && errno != ENOENT)
+      close (fd);
+      errno = EXDEV;
+      return -1;
+    }
+  return fd;
+}
+
+/* Everything in the open directory @fd (@name, for messages), read with getdents64(2):
+ * its d_type says what each entry is, so nothing is stat()ed */
+static gboolean
+remove_contents (int          fd,
+                 const char  *name,
+                 GError     **error)
+{
+  g_autofree char *buffer = g_malloc (4096);
+
+  for (;;)
+    {
+      long n = syscall (SYS_getdents64, fd, buffer, 4096);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
         {
-          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "unlink %s: %s", name,
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "read %s: %s", name,
                        g_strerror (errno));
           return FALSE;
         }
-      return TRUE;
-    }
-
-  /* never cross into another file system (a mount we failed to remove) */
-  fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    {
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "open %s: %s", name,
-                   g_strerror (errno));
-      return FALSE;
-    }
-  dir = fdopendir (fd);
-  while (ok && (entry = readdir (dir)) != NULL)
-    {
-      struct stat child;
-
-      if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
-        continue;
-      if (fstatat (dirfd (dir), entry->d_name, &child, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISDIR (child.st_mode) && child.st_dev != st.st_dev)
+      if (n == 0)
+        return TRUE;
+      for (long at = 0; at < n;)
         {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY, "%s/%s is still a mount point", name,
-                       entry->d_name);
-          ok = FALSE;
-          break;
+          /* struct linux_dirent64: the kernel's layout, as glibc's struct dirent64 */
+          const struct dirent64 *entry = (const struct dirent64 *) (const void *) (buffer + at);
+
+          at += entry->d_reclen;
+          if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
+            continue;
+          if (!remove_entry_at (fd, name, entry->d_name, entry->d_type, error))
+            return FALSE;
         }
-      ok = remove_tree_at (dirfd (dir), entry->d_name, error);
     }
-  closedir (dir);
+}
+
+static gboolean
+remove_dir_at (int          parent_fd,
+               const char  *name,
+               int          fd,
+               GError     **error)
+{
+  gboolean ok = remove_contents (fd, name, error);
+
+  close (fd);
   if (ok && unlinkat (parent_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
     {
       g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rmdir %s: %s", name,
@@ -204,6 +234,69 @@ remove_tree_at (int          parent_fd,
       return FALSE;
     }
   return ok;
+}
+
+static gboolean
+remove_entry_at (int            dir_fd,
+                 const char    *dir_name,
+                 const char    *name,
+                 unsigned char  type,
+                 GError       **error)
+{
+  int fd;
+
+  /* a file system that does not tell the type (DT_UNKNOWN): unlink(2) of a directory
+   * fails EISDIR */
+  if (type != DT_DIR)
+    {
+      if (unlinkat (dir_fd, name, 0) == 0 || errno == ENOENT)
+        return TRUE;
+      if (type != DT_UNKNOWN || errno != EISDIR)
+        {
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "unlink %s/%s: %s",
+                       dir_name, name, g_strerror (errno));
+          return FALSE;
+        }
+    }
+  fd = open_same_mount (dir_fd, name);
+  if (fd < 0 && errno == ENOENT)
+    return TRUE;
+  if (fd < 0 && errno == EXDEV)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY, "%s/%s is still a mount point", dir_name,
+                   name);
+      return FALSE;
+    }
+  if (fd < 0)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "open %s/%s: %s", dir_name,
+                   name, g_strerror (errno));
+      return FALSE;
+    }
+  return remove_dir_at (dir_fd, name, fd, error);
+}
+
+/* @name in @parent_fd and, if it is a directory, everything below it; TRUE if it is gone
+ * (or was not there) */
+static gboolean
+remove_tree_at (int          parent_fd,
+                const char  *name,
+                GError     **error)
+{
+  int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0 && errno == ENOENT)
+    return TRUE;
+  /* not a directory (O_NOFOLLOW: a symlink is ELOOP), the link itself goes */
+  if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+    return remove_entry_at (parent_fd, ".", name, DT_UNKNOWN, error);
+  if (fd < 0)
+    {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "open %s: %s", name,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  return remove_dir_at (parent_fd, name, fd, error);
 }
 
 static void

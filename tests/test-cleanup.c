@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -19,6 +21,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-cleanup.h"
+#include "shimwatch-test-seccomp.h"
 
 #define CONCURRENCY 3
 #define BURST       12
@@ -246,6 +249,123 @@ test_cgroup_removed (Fixture       *fixture,
   g_assert_true (g_file_test (parent, G_FILE_TEST_IS_DIR));
 }
 
+/* -- a task directory removed without a stat per entry ------------------------------------ */
+
+/* in @root: tree/ with files, nested directories, an empty one, a FIFO and symlinks to a
+ * file and a directory outside it (which must survive: a link is removed, never followed) */
+static void
+make_tree (const char *root)
+{
+  const char *dirs[] = { "tree/rootfs/etc/deep/deeper", "tree/empty", "tree/rootfs/var/run",
+                         "outside/dir" };
+  const char *files[] = { "tree/config.json", "tree/rootfs/etc/hosts",
+                          "tree/rootfs/etc/deep/deeper/f", "tree/rootfs/var/run/pid",
+                          "outside/file", "outside/dir/kept" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      g_autofree char *path = g_build_filename (root, dirs[i], NULL);
+
+      g_assert_no_errno (g_mkdir_with_parents (path, 0700));
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *path = g_build_filename (root, files[i], NULL);
+
+      g_assert_true (g_file_set_contents (path, "x", -1, NULL));
+    }
+  {
+    g_autofree char *fifo = g_build_filename (root, "tree", "rootfs", "var", "run", "fifo", NULL);
+    g_autofree char *to_file = g_build_filename (root, "tree", "link-to-file", NULL);
+    g_autofree char *to_dir = g_build_filename (root, "tree", "rootfs", "link-to-dir", NULL);
+    g_autofree char *dangling = g_build_filename (root, "tree", "empty-not", NULL);
+    g_autofree char *target_file = g_build_filename (root, "outside", "file", NULL);
+    g_autofree char *target_dir = g_build_filename (root, "outside", "dir", NULL);
+
+    g_assert_no_errno (mkfifo (fifo, 0600));
+    g_assert_no_errno (symlink (target_file, to_file));
+    g_assert_no_errno (symlink (target_dir, to_dir));
+    g_assert_no_errno (symlink ("/nonexistent/shimwatch", dangling));
+  }
+}
+
+/* The child: every stat(2) of the process fails, so the removal must do without */
+static void
+remove_tree_without_stat_child (const char *root)
+{
+  const long no_stat[] = {
+    __NR_newfstatat, __NR_fstat, __NR_statx,
+#ifdef __NR_stat
+    __NR_stat, __NR_lstat,
+#endif
+  };
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (shimwatch_test_filter_syscalls (no_stat, G_N_ELEMENTS (no_stat),
+                                                 SECCOMP_RET_ERRNO | EPERM));
+  g_assert_true (shimwatch_cleanup_remove_tree (root, "tree", &error));
+  g_assert_no_error (error);
+  /* a file (or a link) named as the top is removed as well, and one not there is no error */
+  g_assert_true (shimwatch_cleanup_remove_tree (root, "tree", &error));
+  g_assert_no_error (error);
+}
+
+/* A task directory goes with one getdents64 per directory and one unlinkat per entry:
+ * d_type tells a directory from the rest, so there is no fstatat per entry (a third of
+ * which failed: one for each entry gone by the time it was looked at again). In a child
+ * where every stat fails, the whole tree still goes, and what its links point to stays. */
+static void
+test_remove_tree_without_stat (void)
+{
+  g_autofree char *root = NULL;
+  g_autofree char *tree = NULL;
+  g_autofree char *outside_kept = NULL;
+  g_autofree char *cmd = NULL;
+
+#ifndef SHIMWATCH_TEST_AUDIT_ARCH
+  g_test_skip ("no seccomp filter for this architecture in the test");
+  return;
+#endif
+  if (g_test_subprocess ())
+    {
+      remove_tree_without_stat_child (g_getenv ("SHIMWATCH_TEST_TREE_ROOT"));
+      return;
+    }
+  root = g_dir_make_tmp ("swtree-XXXXXX", NULL);
+  g_assert_nonnull (root);
+  make_tree (root);
+  g_setenv ("SHIMWATCH_TEST_TREE_ROOT", root, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv ("SHIMWATCH_TEST_TREE_ROOT");
+  g_test_trap_assert_passed ();
+
+  tree = g_build_filename (root, "tree", NULL);
+  outside_kept = g_build_filename (root, "outside", "dir", "kept", NULL);
+  g_assert_false (g_file_test (tree, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK));
+  g_assert_true (g_file_test (outside_kept, G_FILE_TEST_IS_REGULAR));
+  cmd = g_strdup_printf ("rm -rf '%s'", root);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* A file or a symlink where a directory was expected goes as itself */
+static void
+test_remove_tree_top_not_a_dir (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("swtree-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename (root, "file", NULL);
+  g_autofree char *link = g_build_filename (root, "link", NULL);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (g_file_set_contents (file, "x", -1, NULL));
+  g_assert_no_errno (symlink (root, link));
+  g_assert_true (shimwatch_cleanup_remove_tree (root, "link", &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_test (file, G_FILE_TEST_IS_REGULAR));
+  g_assert_true (shimwatch_cleanup_remove_tree (root, "file", &error));
+  g_assert_no_error (error);
+  g_assert_no_errno (g_rmdir (root));
+}
+
 /* -- the death of a task in a real cgroup (root, cgroup2; the integration suite) ----------- */
 
 typedef struct {
@@ -432,6 +552,8 @@ main (int    argc,
 
   g_test_add ("/cleanup/threads-kept", Fixture, NULL, fixture_set_up, test_threads_kept,
               fixture_tear_down);
+  g_test_add_func ("/cleanup/remove-tree/without-stat", test_remove_tree_without_stat);
+  g_test_add_func ("/cleanup/remove-tree/top-not-a-dir", test_remove_tree_top_not_a_dir);
   g_test_add ("/cleanup/cgroup-removed", Fixture, NULL, fixture_set_up, test_cgroup_removed,
               fixture_tear_down);
   /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
