@@ -54,6 +54,7 @@ struct _ShimwatchRecordCommitter
   GDBusConnection       *connection;
   GHashTable            *states;          /* key -> PathState */
   GHashTable            *marks;           /* key -> TaskMarks: the tasks known this run */
+  GHashTable            *namespaces;      /* namespace -> how many of its tasks marks holds */
   GHashTable            *unsettled;       /* Op: signals the ledger has not settled */
   GPtrArray             *flush_waiting;   /* PathState: removals the running flush covers */
   GPtrArray             *flush_next;      /* PathState: removals for the next flush */
@@ -76,6 +77,22 @@ task_marks_free (TaskMarks *marks)
 {
   shimwatch_marks_file_unref (marks->file);
   g_free (marks);
+}
+
+/* How many tasks of a namespace this run knows (those in marks); 0: none any more */
+static guint
+count_task (ShimwatchRecordCommitter *self,
+            const char               *namespace_,
+            int                       change)
+{
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (self->namespaces, namespace_));
+
+  n = change < 0 ? n - MIN (n, (guint) -change) : n + (guint) change;
+  if (n == 0)
+    g_hash_table_remove (self->namespaces, namespace_);
+  else
+    g_hash_table_replace (self->namespaces, g_strdup (namespace_), GUINT_TO_POINTER (n));
+  return n;
 }
 
 /* NULL (logged) when the file cannot be made: the task's signals then go out unmarked,
@@ -106,6 +123,7 @@ get_marks (ShimwatchRecordCommitter *self,
   marks->file = file;
   marks->has_record = g_file_test (state->path, G_FILE_TEST_EXISTS);
   g_hash_table_insert (self->marks, g_strdup (state->key), marks);
+  count_task (self, state->namespace_, +1);
   return marks;
 }
 
@@ -206,15 +224,19 @@ remove_now (ShimwatchRecordCommitter *self,
             PathState                *state)
 {
   g_autoptr(GError) error = NULL;
+  /* a record kept stays on disk for the next start; this run is done with the task. The
+   * namespace's directory goes with its last record: while another task of it is known,
+   * an rmdir would fail ENOTEMPTY (it did at every death), and is not tried */
+  gboolean may_be_last = g_hash_table_remove (self->marks, state->key)
+    ? count_task (self, state->namespace_, -1) == 0
+    : !g_hash_table_contains (self->namespaces, state->namespace_);
 
   if (state->unsent)
     log_record (state, "task record kept: a signal of the task did not go out, the next "
                 "start sends it");
   else if (!shimwatch_records_remove_queued (self->records_dir, state->namespace_, state->id,
-                                             self->queue, &error))
+                                             may_be_last, self->queue, &error))
     log_record (state, error->message);
-  /* a record kept stays on disk for the next start; this run is done with the task */
-  g_hash_table_remove (self->marks, state->key);
 }
 
 static void
@@ -571,6 +593,7 @@ shimwatch_record_committer_new (const char            *records_dir,
                                         (GDestroyNotify) path_state_free);
   self->marks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                        (GDestroyNotify) task_marks_free);
+  self->namespaces = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->unsettled = g_hash_table_new (NULL, NULL);
   self->flush_waiting = g_ptr_array_new ();
   self->flush_next = g_ptr_array_new ();
@@ -595,6 +618,7 @@ shimwatch_record_committer_free (ShimwatchRecordCommitter *self)
   g_hash_table_unref (self->unsettled);
   g_hash_table_unref (self->states);
   g_hash_table_unref (self->marks);
+  g_hash_table_unref (self->namespaces);
   g_ptr_array_unref (self->flush_waiting);
   g_ptr_array_unref (self->flush_next);
   shimwatch_commit_queue_free (self->queue);

@@ -290,6 +290,7 @@ gboolean
 shimwatch_records_remove_queued (const char            *records_dir,
                                  const char            *namespace_,
                                  const char            *id,
+                                 gboolean               may_be_last,
                                  ShimwatchCommitQueue  *queue,
                                  GError               **error)
 {
@@ -302,7 +303,8 @@ shimwatch_records_remove_queued (const char            *records_dir,
     return FALSE;
   /* the namespace goes with its last record: then the top directory changed */
   shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, -1,
-                                                             g_rmdir (dir) == 0 ? records_dir : dir,
+                                                             may_be_last && g_rmdir (dir) == 0
+                                                               ? records_dir : dir,
                                                              NULL, NULL));
   return TRUE;
 }

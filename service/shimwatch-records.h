@@ -63,9 +63,12 @@ gboolean   shimwatch_records_remove (const char            *records_dir,
                                      const char            *namespace_,
                                      const char            *id,
                                      GError               **error);
+/* @may_be_last: no other record of the namespace is known to be there, so its directory
+ * is removed if it is empty now (an rmdir that would fail ENOTEMPTY is not tried) */
 gboolean   shimwatch_records_remove_queued (const char           *records_dir,
                                             const char           *namespace_,
                                             const char           *id,
+                                            gboolean              may_be_last,
                                             ShimwatchCommitQueue *queue,
                                             GError              **error);
 /* a record that reads well but cannot be trusted: moved aside as a broken one is */

@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
+#include "shimwatch-test-seccomp.h"
 
 static char *
 write_config (const char *dir,
@@ -1225,6 +1228,82 @@ test_committer_tmpfs_does_not_wait (LedgerFixture *f,
   shimwatch_commit_queue_set_held (f->queue, FALSE);
 }
 
+/* -- the namespace's directory of records: one rmdir, with its last record ---------------- */
+
+static volatile gint n_rmdirs;
+
+#if defined(__x86_64__) && defined(__NR_rmdir)
+/* SIGSYS of the seccomp filter: rmdir(2) counted, and done as unlinkat(AT_REMOVEDIR) */
+static void
+count_rmdir (int        sig,
+             siginfo_t *info,
+             void      *context)
+{
+  ucontext_t *uc = context;
+  int saved_errno = errno;
+  long result;
+
+  n_rmdirs++;
+  result = syscall (__NR_unlinkat, AT_FDCWD, (const char *) uc->uc_mcontext.gregs[REG_RDI],
+                    AT_REMOVEDIR);
+  uc->uc_mcontext.gregs[REG_RAX] = result < 0 ? -errno : result;
+  errno = saved_errno;
+}
+#endif
+
+static void
+save_task (LedgerFixture *f,
+           const char    *id)
+{
+  g_autoptr(GError) error = NULL;
+  ShimwatchRecord record = { 0 };
+
+  base_record (&record);
+  record.id = (char *) id;
+  g_assert_true (shimwatch_record_committer_save (f->committer, &record, &error));
+  g_assert_no_error (error);
+}
+
+/* The death of a task while another of its namespace lives tried an rmdir of the
+ * namespace's directory of records on the main thread, which failed ENOTEMPTY every
+ * time. It is tried once, with the last record of the namespace, and then it works. */
+static void
+test_committer_namespace_dir_once (LedgerFixture *f,
+                                   gconstpointer  data)
+{
+#if defined(__x86_64__) && defined(__NR_rmdir)
+  const long rmdir_call[] = { __NR_rmdir };
+  struct sigaction action = { .sa_sigaction = count_rmdir, .sa_flags = SA_SIGINFO };
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_assert_no_errno (sigaction (SIGSYS, &action, NULL));
+  g_assert_true (shimwatch_test_filter_syscalls (rmdir_call, 1, SECCOMP_RET_TRAP));
+
+  save_task (f, "t1");
+  save_task (f, "t2");
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 4);   /* two records, their marks */
+
+  shimwatch_record_committer_remove (f->committer, "ns", "t2");
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 2);
+  g_assert_cmpint (n_rmdirs, ==, 0);
+
+  shimwatch_record_committer_remove (f->committer, "ns", "t1");
+  g_assert_true (iterate (10000, committer_idle, f));
+  f->removed = TRUE;
+  g_assert_cmpint (n_rmdirs, ==, 1);
+  g_assert_false (g_file_test (f->ns_dir, G_FILE_TEST_EXISTS));
+#else
+  g_test_skip ("the rmdir(2) counter is written for x86_64");
+#endif
+}
+
 static ShimwatchMarkState
 mark_state (LedgerFixture *f,
             const char    *member)
@@ -1643,6 +1722,8 @@ main (int    argc,
               test_committer_in_order, ledger_teardown);
   g_test_add ("/service/committer/unsent-keeps-record", LedgerFixture, NULL, ledger_setup,
               test_committer_unsent_keeps_record, ledger_teardown);
+  g_test_add ("/service/committer/namespace-dir-once", LedgerFixture, NULL, ledger_setup,
+              test_committer_namespace_dir_once, ledger_teardown);
   g_test_add ("/service/committer/tmpfs-does-not-wait", LedgerFixture, "tmpfs", ledger_setup,
               test_committer_tmpfs_does_not_wait, ledger_teardown);
   g_test_add ("/service/committer/takes-settled-at-once", LedgerFixture, "tmpfs", ledger_setup,
