@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
@@ -29,6 +30,22 @@
 #define CGROUP_POLL_MS     5
 #define CGROUP_EMPTY_WAIT_US (2 * G_USEC_PER_SEC)
 
+/* Step 3's thread, kept for the service's life: it takes what the main thread handed
+ * over since it last looked, as one batch, with one wake-up, and hands the batch's
+ * results back with one wake-up of the main context (an eventfd in its poller). A
+ * removal per wake-up of a pool thread, and a GTask return per removal, cost a wake-up
+ * of two threads each, on this machine class about 10 us of CPU for each side. */
+typedef struct {
+  GMutex     lock;
+  GCond      wake;
+  GPtrArray *todo;          /* GTask, under lock */
+  GPtrArray *done;          /* GTask, under lock */
+  gboolean   sleeping;      /* under lock: only then is the thread woken */
+  gboolean   stopping;      /* under lock */
+  int        done_fd;       /* eventfd: written when done turns non-empty */
+  GThread   *thread;
+} Remover;
+
 struct _ShimwatchCleanup
 {
   GObject            parent_instance;
@@ -39,18 +56,15 @@ struct _ShimwatchCleanup
   guint              n_deleting;
   guint              n_running;
   GQueue             waiting;      /* GTask waiting for a delete slot */
-  /* step 3's threads, one per delete slot, kept for the service's life: GLib's shared
-   * pool lets idle threads exit within a second and starts new ones for the next deaths */
-  GThreadPool       *removers;
+  /* step 3: the removals queued in one turn of the main loop, handed to the remover as
+   * one batch before the loop sleeps again */
+  GPtrArray         *turn;         /* GTask */
+  GSource           *turn_source;
+  Remover           *remover;      /* NULL: each removal in a thread of GLib's pool */
+  ShimwatchPollerWatch *done_watch;
 };
 
 G_DEFINE_TYPE (ShimwatchCleanup, shimwatch_cleanup, G_TYPE_OBJECT)
-
-static void
-pool_free_now (GThreadPool *pool)
-{
-  g_thread_pool_free (pool, TRUE, FALSE);
-}
 
 ShimwatchCleanupRequest *
 shimwatch_cleanup_request_new (void)
@@ -100,6 +114,7 @@ typedef struct {
   guint                       cgroup_poll;    /* without cgroup.events: a poll timer */
   gboolean                    init_dead;
   gboolean                    holds_slot;
+  gboolean                    removal_deferred;  /* it waits for its cgroup: in the pool */
 } RunData;
 
 static void
@@ -332,20 +347,21 @@ unmount_under (const char *path)
       g_debug ("umount %s: %s", (char *) g_ptr_array_index (targets, i - 1), g_strerror (errno));
 }
 
-gboolean
-shimwatch_cleanup_remove_task_dir (const char  *task_dir,
-                                   GError     **error)
+static gboolean
+remove_task_dir (const char  *task_dir,
+                 GPtrArray   *parents,
+                 GError     **error)
 {
   g_autofree char *parent = g_path_get_dirname (task_dir);
   g_autofree char *base = g_path_get_basename (task_dir);
   g_autofree char *hidden = g_strconcat (".", base, NULL);
-  g_autofree char *rootfs = g_build_filename (task_dir, "rootfs", NULL);
   g_autofree char *hidden_path = g_build_filename (parent, hidden, NULL);
+  g_autoptr(GError) local_error = NULL;
   int parent_fd;
   gboolean ok;
 
-  /* as containerd's bundle.Delete: unmount the rootfs, rename to .<id>, then delete */
-  unmount_under (rootfs);
+  /* as containerd's bundle.Delete: rename to .<id>, then delete (the rootfs unmounted:
+   * see below) */
   if (g_rename (task_dir, hidden_path) != 0 && errno != ENOENT)
     {
       g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rename %s: %s", task_dir,
@@ -356,17 +372,42 @@ shimwatch_cleanup_remove_task_dir (const char  *task_dir,
   if (parent_fd < 0)
     return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
                                                   "open %s: %s", parent, g_strerror (errno)), FALSE);
-  ok = remove_tree_at (parent_fd, hidden, error);
+  ok = remove_tree_at (parent_fd, hidden, &local_error);
+  /* The removal never enters another file system: it stops at a mount left below (the
+   * rootfs, which `shim delete` unmounts). Only then is the mount table read (it used to
+   * be, at every death: O(mounts) each) and what is mounted below detached, and the
+   * removal tried again */
+  if (!ok && g_error_matches (local_error, G_IO_ERROR, G_IO_ERROR_BUSY))
+    {
+      g_clear_error (&local_error);
+      unmount_under (hidden_path);
+      ok = remove_tree_at (parent_fd, hidden, &local_error);
+    }
+  if (!ok)
+    g_propagate_error (error, g_steal_pointer (&local_error));
   close (parent_fd);
   /* the namespace directory goes when its last task does */
-  g_rmdir (parent);
+  if (parents == NULL)
+    g_rmdir (parent);
+  else if (!g_ptr_array_find_with_equal_func (parents, parent, g_str_equal, NULL))
+    g_ptr_array_add (parents, g_steal_pointer (&parent));
   return ok;
 }
 
+gboolean
+shimwatch_cleanup_remove_task_dir (const char  *task_dir,
+                                   GError     **error)
+{
+  return remove_task_dir (task_dir, NULL, error);
+}
+
 /* in the worker thread: the task is deleted or dead, so whatever still runs in its cgroup
- * goes, and then the cgroup (runc removes it itself, except after a failed delete) */
-static void
-remove_cgroup (RunData *data)
+ * goes, and then the cgroup (runc removes it itself, except after a failed delete).
+ * FALSE, with nothing done but the kill, if it would have to wait for the cgroup to
+ * empty and @may_wait is FALSE */
+static gboolean
+remove_cgroup (RunData  *data,
+               gboolean  may_wait)
 {
   ShimwatchCleanupRequest *request = data->request;
   g_autoptr(GError) error = NULL;
@@ -376,11 +417,14 @@ remove_cgroup (RunData *data)
   /* runc's delete removes the cgroup from every hierarchy: then there is nothing to kill,
    * wait for or remove (each of which would look for it in every hierarchy again) */
   if (!shimwatch_cgroup_exists (data->cgroups, request->cgroup_path))
-    return;
+    return TRUE;
   killed = shimwatch_cgroup_kill_at (data->cgroups, request->cgroup_path, data->cgroup_events);
   if (killed > 0)
     log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
               request->cgroup_path);
+  if (!may_wait && shimwatch_cgroup_is_populated_at (data->cgroups, request->cgroup_path,
+                                                     data->cgroup_events))
+    return FALSE;
   /* until it reads empty: woken by each change of cgroup.events (read by the check), or
    * polled where there is none */
   while (shimwatch_cgroup_is_populated_at (data->cgroups, request->cgroup_path,
@@ -399,15 +443,19 @@ remove_cgroup (RunData *data)
   if (!shimwatch_cgroup_remove (data->cgroups, request->cgroup_path, &error))
     log_step (request, G_LOG_LEVEL_WARNING, "cgroup %s stays: %s", request->cgroup_path,
               error->message);
+  return TRUE;
 }
 
-static void
-remove_state_thread (GTask        *task,
-                     gpointer      source_object,
-                     gpointer      task_data,
-                     GCancellable *cancellable)
+/* The removal of one task's state, in a thread; FALSE if it has to wait for the task's
+ * cgroup to empty and @may_wait is FALSE: then what it did is done again, harmlessly,
+ * by a call that may wait. @parents: where the task directory's parent goes (its
+ * namespace's directory, removed by the caller with the namespace's last task), or NULL
+ * to remove it here. */
+static gboolean
+remove_state_now (RunData    *data,
+                  gboolean    may_wait,
+                  GPtrArray  *parents)
 {
-  RunData *data = task_data;
   ShimwatchCleanupRequest *request = data->request;
   g_autoptr(GError) error = NULL;
   struct stat st;
@@ -438,9 +486,9 @@ remove_state_thread (GTask        *task,
    * holds what a later delete (Reap) needs */
   if (data->result->delete_ok || data->result->task_killed)
     {
-      if (request->cgroup_path != NULL)
-        remove_cgroup (data);
-      data->result->removed = shimwatch_cleanup_remove_task_dir (request->task_dir, &error);
+      if (request->cgroup_path != NULL && !remove_cgroup (data, may_wait))
+        return FALSE;
+      data->result->removed = remove_task_dir (request->task_dir, parents, &error);
       if (!data->result->removed)
         log_step (request, G_LOG_LEVEL_WARNING, "task directory %s stays: %s",
                   request->task_dir, error->message);
@@ -449,6 +497,18 @@ remove_state_thread (GTask        *task,
     log_step (request, G_LOG_LEVEL_WARNING,
               "task directory %s stays for a later Reap: delete failed and the task may live",
               request->task_dir);
+  return TRUE;
+}
+
+/* in a thread of GLib's pool: a removal that waits for its cgroup, or any removal when
+ * the cleanup could not start its own thread */
+static void
+remove_state_thread (GTask        *task,
+                     gpointer      source_object,
+                     gpointer      task_data,
+                     GCancellable *cancellable)
+{
+  remove_state_now (task_data, TRUE, NULL);
   g_task_return_boolean (task, TRUE);
 }
 
@@ -467,12 +527,10 @@ release_slot (ShimwatchCleanup *self,
   start_next_waiting (self);
 }
 
+/* the main thread: a task's removal is done */
 static void
-remove_state_done_cb (GObject      *source,
-                      GAsyncResult *result,
-                      gpointer      user_data)
+removal_done (GTask *task)
 {
-  g_autoptr(GTask) task = user_data;
   ShimwatchCleanup *self = g_task_get_source_object (task);
   RunData *data = g_task_get_task_data (task);
 
@@ -484,37 +542,162 @@ remove_state_done_cb (GObject      *source,
             data->result->removed ? "removed" : "kept");
   g_task_return_pointer (task, g_steal_pointer (&data->result),
                          (GDestroyNotify) shimwatch_cleanup_result_free);
+  /* the reference shimwatch_cleanup_run_async() made */
+  g_object_unref (task);
 }
 
-/* in one of the cleanup's own threads */
 static void
-remove_state_job (gpointer item,
-                  gpointer pool_data)
+remove_state_done_cb (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
 {
-  g_autoptr(GTask) thread_task = item;
-
-  remove_state_thread (thread_task, NULL, g_task_get_task_data (thread_task), NULL);
+  removal_done (user_data);
 }
+
+/* the removal in a thread of GLib's pool, its result back in this context */
+static void
+remove_state_in_pool (GTask *task)
+{
+  g_autoptr(GTask) thread_task = g_task_new (NULL, NULL, remove_state_done_cb, task);
+
+  g_task_set_task_data (thread_task, g_task_get_task_data (task), NULL);
+  g_task_run_in_thread (thread_task, remove_state_thread);
+}
+
+static gpointer
+remover_thread (gpointer user_data)
+{
+  Remover *remover = user_data;
+  g_autoptr(GPtrArray) parents = g_ptr_array_new_with_free_func (g_free);
+
+  g_mutex_lock (&remover->lock);
+  for (;;)
+    {
+      g_autoptr(GPtrArray) batch = NULL;
+      gboolean was_empty;
+
+      while (!remover->stopping && remover->todo->len == 0)
+        {
+          remover->sleeping = TRUE;
+          g_cond_wait (&remover->wake, &remover->lock);
+          remover->sleeping = FALSE;
+        }
+      if (remover->todo->len == 0)
+        break;
+      batch = g_steal_pointer (&remover->todo);
+      remover->todo = g_ptr_array_new ();
+      g_mutex_unlock (&remover->lock);
+
+      /* in the order handed over; one that waits for its cgroup to empty goes back to
+       * the main thread, for a thread of its own, and holds up none of the others */
+      for (guint i = 0; i < batch->len; i++)
+        {
+          GTask *task = g_ptr_array_index (batch, i);
+          RunData *data = g_task_get_task_data (task);
+
+          data->removal_deferred = !remove_state_now (data, FALSE, parents);
+        }
+      /* each namespace's directory once, when its last task went (it fails while one
+       * is left) */
+      for (guint i = 0; i < parents->len; i++)
+        g_rmdir (g_ptr_array_index (parents, i));
+      g_ptr_array_set_size (parents, 0);
+
+      g_mutex_lock (&remover->lock);
+      was_empty = remover->done->len == 0;
+      g_ptr_array_extend_and_steal (remover->done, g_steal_pointer (&batch));
+      if (was_empty)
+        {
+          guint64 one = 1;
+
+          g_mutex_unlock (&remover->lock);
+          /* a counter that cannot overflow here: the main thread reads it at each wake */
+          if (write (remover->done_fd, &one, sizeof one) < 0)
+            g_warning ("cleanup: cannot wake the main thread: %s", g_strerror (errno));
+          g_mutex_lock (&remover->lock);
+        }
+    }
+  g_mutex_unlock (&remover->lock);
+  return NULL;
+}
+
+/* the main thread: what the remover finished since it last looked */
+static gboolean
+removals_done_cb (int                   fd,
+                  ShimwatchPollerEvents events,
+                  gpointer              user_data)
+{
+  ShimwatchCleanup *self = user_data;
+  g_autoptr(GPtrArray) done = NULL;
+  guint64 count;
+
+  if (read (fd, &count, sizeof count) < 0 && errno != EAGAIN)
+    g_warning ("cleanup: reading the remover's eventfd: %s", g_strerror (errno));
+  g_mutex_lock (&self->remover->lock);
+  done = g_steal_pointer (&self->remover->done);
+  self->remover->done = g_ptr_array_new ();
+  g_mutex_unlock (&self->remover->lock);
+  /* the cleanup outlives this: every task holds it */
+  for (guint i = 0; i < done->len; i++)
+    {
+      GTask *task = g_ptr_array_index (done, i);
+      RunData *data = g_task_get_task_data (task);
+
+      if (data->removal_deferred)
+        remove_state_in_pool (task);
+      else
+        removal_done (task);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+/* the main thread, before its loop sleeps: this turn's removals to the remover at once */
+static void
+hand_over (ShimwatchCleanup *self)
+{
+  Remover *remover = self->remover;
+  gboolean wake;
+
+  g_mutex_lock (&remover->lock);
+  g_ptr_array_extend_and_steal (remover->todo, g_steal_pointer (&self->turn));
+  wake = remover->sleeping;
+  g_mutex_unlock (&remover->lock);
+  self->turn = g_ptr_array_new ();
+  /* awake, it looks for more before it sleeps: no wake-up needed */
+  if (wake)
+    g_cond_signal (&remover->wake);
+}
+
+typedef struct {
+  GSource           source;
+  ShimwatchCleanup *cleanup;    /* the source goes first */
+} TurnSource;
+
+static gboolean
+turn_prepare (GSource *source,
+              gint    *timeout)
+{
+  ShimwatchCleanup *self = ((TurnSource *) source)->cleanup;
+
+  *timeout = -1;
+  if (self->turn->len > 0)
+    hand_over (self);
+  return FALSE;
+}
+
+static GSourceFuncs turn_funcs = {
+  .prepare = turn_prepare,
+};
 
 static void
 remove_state (GTask *task)
 {
   ShimwatchCleanup *self = g_task_get_source_object (task);
-  g_autoptr(GTask) thread_task = g_task_new (NULL, NULL, remove_state_done_cb, task);
-  g_autoptr(GError) error = NULL;
 
-  g_task_set_task_data (thread_task, g_task_get_task_data (task), NULL);
-  if (self->removers == NULL)
-    {
-      g_task_run_in_thread (thread_task, remove_state_thread);
-      return;
-    }
-  /* the result comes back to this context, as from g_task_run_in_thread(); a job is
-   * queued even when the pool could not add the thread it tried to (one of its others
-   * takes it) */
-  if (!g_thread_pool_push (self->removers, g_object_ref (thread_task), &error))
-    log_step (((RunData *) g_task_get_task_data (task))->request, G_LOG_LEVEL_WARNING,
-              "cleanup threads: %s", error->message);
+  if (self->remover == NULL)
+    remove_state_in_pool (task);
+  else
+    g_ptr_array_add (self->turn, task);
 }
 
 static void
@@ -555,8 +738,7 @@ start_delete (GTask *task)
   RunData *data = g_task_get_task_data (task);
   ShimwatchCleanupRequest *request = data->request;
 
-  data->holds_slot = TRUE;
-  self->n_deleting++;
+  /* no `shim delete` to run: no slot taken (the caller goes on with the next one) */
   if (request->deleted)
     {
       /* the shim's own Delete removed runc's state and reaped the task */
@@ -571,6 +753,8 @@ start_delete (GTask *task)
       remove_state (task);
       return;
     }
+  data->holds_slot = TRUE;
+  self->n_deleting++;
   shimwatch_launcher_delete_async (self->launcher, request->shim_binary, request->namespace_,
                                    request->id, request->task_dir, request->timeout_ms,
                                    delete_done_cb, task);
@@ -786,29 +970,91 @@ shimwatch_cleanup_get_n_running (ShimwatchCleanup *self)
   return self->n_running;
 }
 
+static Remover *
+remover_start (ShimwatchCleanup *self)
+{
+  g_autofree Remover *remover = g_new0 (Remover, 1);
+  g_autoptr(GError) error = NULL;
+
+  remover->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (remover->done_fd < 0)
+    {
+      g_warning ("cleanup: no eventfd for its thread (%s): each removal takes a thread of "
+                 "GLib's pool", g_strerror (errno));
+      return NULL;
+    }
+  self->done_watch = shimwatch_poller_add (shimwatch_poller_get_default (), remover->done_fd,
+                                           SHIMWATCH_POLLER_IN, removals_done_cb, self, NULL,
+                                           &error);
+  if (self->done_watch == NULL)
+    {
+      g_warning ("cleanup: cannot watch its thread's eventfd (%s): each removal takes a "
+                 "thread of GLib's pool", error->message);
+      close (remover->done_fd);
+      return NULL;
+    }
+  g_mutex_init (&remover->lock);
+  g_cond_init (&remover->wake);
+  remover->todo = g_ptr_array_new ();
+  remover->done = g_ptr_array_new ();
+  /* its name is what /proc/<pid>/task/<tid>/comm and top say */
+  remover->thread = g_thread_try_new ("sw-removal", remover_thread, remover, &error);
+  if (remover->thread == NULL)
+    {
+      g_warning ("cleanup: cannot start its thread (%s): each removal takes a thread of "
+                 "GLib's pool", error->message);
+      g_clear_pointer (&self->done_watch, shimwatch_poller_watch_remove);
+      close (remover->done_fd);
+      g_ptr_array_unref (remover->todo);
+      g_ptr_array_unref (remover->done);
+      g_mutex_clear (&remover->lock);
+      g_cond_clear (&remover->wake);
+      return NULL;
+    }
+  return g_steal_pointer (&remover);
+}
+
+/* every task holds the cleanup: none is queued, running or done-but-not-told by now */
+static void
+remover_stop (ShimwatchCleanup *self)
+{
+  Remover *remover = g_steal_pointer (&self->remover);
+
+  g_mutex_lock (&remover->lock);
+  remover->stopping = TRUE;
+  g_cond_signal (&remover->wake);
+  g_mutex_unlock (&remover->lock);
+  g_thread_join (remover->thread);
+  g_clear_pointer (&self->done_watch, shimwatch_poller_watch_remove);
+  close (remover->done_fd);
+  g_ptr_array_unref (remover->todo);
+  g_ptr_array_unref (remover->done);
+  g_mutex_clear (&remover->lock);
+  g_cond_clear (&remover->wake);
+  g_free (remover);
+}
+
 ShimwatchCleanup *
 shimwatch_cleanup_new (ShimwatchLauncher   *launcher,
                        ShimwatchCgroupHost *cgroups,
                        guint                max_concurrent)
 {
   ShimwatchCleanup *self = g_object_new (SHIMWATCH_TYPE_CLEANUP, NULL);
-
-  g_autoptr(GError) error = NULL;
+  g_autoptr(GMainContext) context = g_main_context_ref_thread_default ();
 
   self->launcher = g_object_ref (launcher);
   self->cgroups = shimwatch_cgroup_host_ref (cgroups);
   self->max_concurrent = MAX (max_concurrent, 1);
-  /* exclusive: its threads start now and stay (blocked while idle, they cost no CPU) */
-  self->removers = g_thread_pool_new (remove_state_job, NULL, (gint) self->max_concurrent,
-                                      TRUE, &error);
-  if (error != NULL)
+  /* its thread starts now and stays (blocked while idle, it costs no CPU) */
+  self->remover = remover_start (self);
+  if (self->remover != NULL)
     {
-      g_warning ("cleanup: could start only %u of %u threads: %s",
-                 g_thread_pool_get_num_threads (self->removers), self->max_concurrent,
-                 error->message);
-      /* none at all: GLib's shared pool does the work */
-      if (g_thread_pool_get_num_threads (self->removers) == 0)
-        g_clear_pointer (&self->removers, pool_free_now);
+      /* called before each poll of the loop, ahead of the sources that may be ready */
+      self->turn_source = g_source_new (&turn_funcs, sizeof (TurnSource));
+      ((TurnSource *) self->turn_source)->cleanup = self;
+      g_source_set_priority (self->turn_source, G_PRIORITY_HIGH);
+      g_source_set_static_name (self->turn_source, "shimwatch cleanup hand-over");
+      g_source_attach (self->turn_source, context);
     }
   return self;
 }
@@ -818,9 +1064,14 @@ shimwatch_cleanup_finalize (GObject *object)
 {
   ShimwatchCleanup *self = SHIMWATCH_CLEANUP (object);
 
-  /* every job holds the cleanup (through its task): none is left by now */
-  if (self->removers != NULL)
-    g_thread_pool_free (self->removers, FALSE, TRUE);
+  if (self->turn_source != NULL)
+    {
+      g_source_destroy (self->turn_source);
+      g_clear_pointer (&self->turn_source, g_source_unref);
+    }
+  if (self->remover != NULL)
+    remover_stop (self);
+  g_ptr_array_unref (self->turn);
   g_clear_object (&self->launcher);
   g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
   G_OBJECT_CLASS (shimwatch_cleanup_parent_class)->finalize (object);
@@ -836,6 +1087,7 @@ static void
 shimwatch_cleanup_init (ShimwatchCleanup *self)
 {
   g_queue_init (&self->waiting);
+  self->turn = g_ptr_array_new ();
 }
 
 gboolean

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -44,7 +46,12 @@ fixture_set_up (Fixture       *fixture,
   const char *mounts[] = { NULL, NULL };
   ShimwatchLauncherConfig config = { 0 };
 
-  fixture->root = g_dir_make_tmp ("swcleanup-XXXXXX", NULL);
+  /* a tmpfs where there is one: a removal on a disk's file system may sleep for its
+   * journal, which /cleanup/one-wake-up-per-batch would count */
+  if (g_file_test ("/dev/shm", G_FILE_TEST_IS_DIR))
+    fixture->root = g_mkdtemp (g_strdup ("/dev/shm/swcleanup-XXXXXX"));
+  else
+    fixture->root = g_dir_make_tmp ("swcleanup-XXXXXX", NULL);
   g_assert_nonnull (fixture->root);
   runc_root = g_build_filename (fixture->root, "runc", NULL);
   runtime_dirs[0] = fixture->root;
@@ -223,6 +230,96 @@ test_threads_kept (Fixture       *fixture,
   g_assert_cmpuint (shimwatch_cleanup_get_n_running (fixture->cleanup), ==, 0);
 }
 
+/* the voluntary context switches of this process's threads but the main one: each is a
+ * sleep that something had to wake */
+static guint64
+other_threads_sleeps (void)
+{
+  g_autoptr(GDir) dir = g_dir_open ("/proc/self/task", 0, NULL);
+  g_autofree char *main_tid = g_strdup_printf ("%d", (int) getpid ());
+  const char *name;
+  guint64 total = 0;
+
+  g_assert_nonnull (dir);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/self/task/%s/status", name);
+      g_autofree char *status = NULL;
+      const char *line;
+
+      if (g_str_equal (name, main_tid) || !g_file_get_contents (path, &status, NULL, NULL))
+        continue;
+      line = strstr (status, "\nvoluntary_ctxt_switches:");
+      g_assert_nonnull (line);
+      total += g_ascii_strtoull (line + strlen ("\nvoluntary_ctxt_switches:"), NULL, 10);
+    }
+  return total;
+}
+
+static guint done_iteration;     /* the iteration the last done_cb ran in */
+static guint n_done_iterations;  /* how many iterations ran one */
+
+static void
+batch_done_cb (GObject      *source,
+               GAsyncResult *result,
+               gpointer      user_data)
+{
+  static guint last_seen = G_MAXUINT;
+
+  if (last_seen != done_iteration)
+    n_done_iterations++;
+  last_seen = done_iteration;
+  done_cb (source, result, user_data);
+}
+
+/* The removals of many deaths at once (a mass death; here after the shims' own Delete)
+ * are one batch: the remover thread is woken once for them all, not once per removal
+ * (a pool thread per job, each woken), and the main context hears of them all in one
+ * wake-up, not a GTask return per removal. */
+static void
+test_one_wake_up_per_batch (Fixture       *fixture,
+                            gconstpointer  data)
+{
+  g_autoptr(GPtrArray) requests = g_ptr_array_new ();
+  g_autoptr(GPtrArray) dirs = NULL;
+  g_autofree char *ns_dir = g_build_filename (fixture->root, "tasks", "default", NULL);
+  guint64 sleeps;
+  guint iterations = 0;
+
+  /* the threads are all asleep: a first use of the context's poller is behind us */
+  for (guint i = 0; i < 3; i++)
+    g_main_context_iteration (NULL, FALSE);
+  for (guint i = 0; i < BURST; i++)
+    {
+      g_autofree char *id = g_strdup_printf ("b%u", i);
+
+      g_ptr_array_add (requests, prepare (fixture, id, NO_CGROUP));
+    }
+  sleeps = other_threads_sleeps ();
+  for (guint i = 0; i < requests->len; i++)
+    {
+      fixture->pending++;
+      shimwatch_cleanup_run_async (fixture->cleanup, g_ptr_array_index (requests, i), NULL,
+                                   NULL, batch_done_cb, fixture);
+    }
+  while (fixture->pending > 0)
+    {
+      done_iteration = ++iterations;
+      g_main_context_iteration (NULL, TRUE);
+    }
+  sleeps = other_threads_sleeps () - sleeps;
+  g_test_message ("%u removals: %u main-loop iterations, %u of them with results, %"
+                  G_GUINT64_FORMAT " sleeps of other threads", BURST, iterations,
+                  n_done_iterations, sleeps);
+  g_assert_cmpuint (n_done_iterations, ==, 1);
+  /* the remover's one sleep after its batch, if it went back to sleep by now (one more:
+   * slack for a page fault's I/O) */
+  g_assert_cmpuint (sleeps, <=, 2);
+  /* every task directory went, and their namespace's directory with the last of them */
+  g_assert_false (g_file_test (ns_dir, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (shimwatch_cleanup_get_n_running (fixture->cleanup), ==, 0);
+}
+
 /* the task's cgroup goes with it, child cgroups first; one that is gone already (runc's
  * delete removed it) is no error */
 static void
@@ -363,6 +460,63 @@ test_remove_tree_top_not_a_dir (void)
   g_assert_true (g_file_test (file, G_FILE_TEST_IS_REGULAR));
   g_assert_true (shimwatch_cleanup_remove_tree (root, "file", &error));
   g_assert_no_error (error);
+  g_assert_no_errno (g_rmdir (root));
+}
+
+static gboolean
+is_mounted (const char *path)
+{
+  g_autofree char *mountinfo = NULL;
+  g_autofree char *field = g_strdup_printf (" %s ", path);
+
+  g_assert_true (g_file_get_contents ("/proc/self/mountinfo", &mountinfo, NULL, NULL));
+  return strstr (mountinfo, field) != NULL;
+}
+
+/* A rootfs still mounted in a task directory (its `shim delete` could not unmount it) is
+ * found by the removal, which does not enter it: then, and only then, the mount table is
+ * read, what is mounted below the directory detached, and the directory removed. In a
+ * mount namespace of the child's own: nothing is mounted on the machine. */
+static void
+test_remove_tree_mount_below (void)
+{
+  g_autofree char *root = NULL;
+  g_autofree char *task = NULL;
+  g_autofree char *rootfs = NULL;
+  g_autofree char *inside = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root (it mounts a tmpfs in a mount namespace of its own)");
+      return;
+    }
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_assert_no_errno (unshare (CLONE_NEWNS));
+  g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+  root = g_dir_make_tmp ("swmount-XXXXXX", NULL);
+  task = g_build_filename (root, "default", "t", NULL);
+  rootfs = g_build_filename (task, "rootfs", NULL);
+  inside = g_build_filename (rootfs, "etc", NULL);
+  g_assert_no_errno (g_mkdir_with_parents (rootfs, 0700));
+  g_assert_no_errno (mount ("shimwatch-test", rootfs, "tmpfs", 0, "size=64k"));
+  g_assert_no_errno (g_mkdir (inside, 0700));
+
+  g_assert_true (shimwatch_cleanup_remove_task_dir (task, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (task, G_FILE_TEST_EXISTS));
+  g_assert_false (is_mounted (rootfs));
+  {
+    g_autofree char *hidden = g_build_filename (root, "default", ".t", "rootfs", NULL);
+
+    g_assert_false (is_mounted (hidden));
+  }
+  /* the namespace's directory went with its last task */
   g_assert_no_errno (g_rmdir (root));
 }
 
@@ -554,6 +708,9 @@ main (int    argc,
               fixture_tear_down);
   g_test_add_func ("/cleanup/remove-tree/without-stat", test_remove_tree_without_stat);
   g_test_add_func ("/cleanup/remove-tree/top-not-a-dir", test_remove_tree_top_not_a_dir);
+  g_test_add ("/cleanup/one-wake-up-per-batch", Fixture, NULL, fixture_set_up,
+              test_one_wake_up_per_batch, fixture_tear_down);
+  g_test_add_func ("/cleanup/remove-tree/mount-below", test_remove_tree_mount_below);
   g_test_add ("/cleanup/cgroup-removed", Fixture, NULL, fixture_set_up, test_cgroup_removed,
               fixture_tear_down);
   /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
