@@ -281,7 +281,6 @@ test_one_wake_up_per_batch (Fixture       *fixture,
                             gconstpointer  data)
 {
   g_autoptr(GPtrArray) requests = g_ptr_array_new ();
-  g_autoptr(GPtrArray) dirs = NULL;
   g_autofree char *ns_dir = g_build_filename (fixture->root, "tasks", "default", NULL);
   guint64 sleeps;
   guint iterations = 0;
