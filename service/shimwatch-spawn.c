@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <glib-unix.h>
 
+#include "shimwatch-poller.h"
 #include "shimwatch-spawn.h"
 #include "shimwatch-spawner.h"
 
@@ -39,19 +40,28 @@ static gint pidfd_open_unavailable;
 /* pidfd_open(2) fails with this errno instead of being called (0: it is called) */
 static int pidfd_open_errno_for_tests;
 
+/* A run's descriptors (the spawner's reply socket, the child's pidfd, the output pipes) are
+ * watched through the one ShimwatchPoller of the task's context, not through a GSource
+ * each: GLib (2.74) wakes its context, a write to its eventfd and one more main-loop
+ * iteration, whenever a source with descriptors is attached or destroyed, and twice at
+ * each dispatch of one (it takes the source's descriptors out of the poll and puts them
+ * back); with a `shim delete` per death that was 13 wake-ups of the main thread by
+ * itself per death. A poller watch costs an epoll_ctl(2) to add and to remove, nothing
+ * at dispatch. */
 typedef struct {
   char                 *program; /* argv[0], for the errors */
+  ShimwatchPoller      *poller;  /* of the task's context */
   GPid                  pid;
   int                   pidfd;  /* -1: a waiter thread watches the exit (wait_thread) */
-  GSource              *pidfd_source;
+  ShimwatchPollerWatch *pidfd_watch;   /* holds a reference on the task */
   GSource              *timeout_source;
   /* run by the spawner: our end of the request's reply socket (-1: none, or closed) */
   int                   reply;
-  GSource              *reply_source;
+  ShimwatchPollerWatch *reply_watch;   /* holds a reference on the task */
   GSource              *grace_source;
   gboolean              by_spawner;
   int                   fds[2]; /* our ends of the child's stdout and stderr */
-  GSource              *pipe_sources[2];
+  ShimwatchPollerWatch *pipe_watches[2];
   GByteArray           *output[2];
   ShimwatchSpawnResult *result;
 } SpawnData;
@@ -78,16 +88,18 @@ clear_source (GSource **source)
 static void
 spawn_data_free (SpawnData *data)
 {
-  clear_source (&data->pidfd_source);
+  /* the pidfd and reply watches hold the task: they are gone by now; the pipes' are
+   * removed whenever the run ends, and before its descriptors are closed */
+  g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   clear_source (&data->timeout_source);
-  clear_source (&data->reply_source);
+  g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
   clear_source (&data->grace_source);
   if (data->reply >= 0)
     close (data->reply);
   g_free (data->program);
   for (guint i = 0; i < 2; i++)
     {
-      clear_source (&data->pipe_sources[i]);
+      g_clear_pointer (&data->pipe_watches[i], shimwatch_poller_watch_remove);
       if (data->fds[i] >= 0)
         close (data->fds[i]);
       if (data->output[i] != NULL)
@@ -95,6 +107,7 @@ spawn_data_free (SpawnData *data)
     }
   if (data->pidfd >= 0)
     close (data->pidfd);
+  g_clear_pointer (&data->poller, shimwatch_poller_unref);
   shimwatch_spawn_result_free (data->result);
   g_free (data);
 }
@@ -141,7 +154,7 @@ static void
 close_pipe (SpawnData *data,
             guint      i)
 {
-  clear_source (&data->pipe_sources[i]);
+  g_clear_pointer (&data->pipe_watches[i], shimwatch_poller_watch_remove);
   if (data->fds[i] >= 0)
     {
       close (data->fds[i]);
@@ -150,9 +163,9 @@ close_pipe (SpawnData *data,
 }
 
 static gboolean
-pipe_cb (int          fd,
-         GIOCondition condition,
-         gpointer     user_data)
+pipe_cb (int                   fd,
+         ShimwatchPollerEvents events,
+         gpointer              user_data)
 {
   GTask *task = user_data;
   SpawnData *data = g_task_get_task_data (task);
@@ -160,6 +173,7 @@ pipe_cb (int          fd,
 
   if (drain (data, i))
     return G_SOURCE_CONTINUE;
+  /* removes this watch (it holds no reference: the task lives on) */
   close_pipe (data, i);
   return G_SOURCE_REMOVE;
 }
@@ -220,14 +234,15 @@ fail (GTask  *task,
 }
 
 static gboolean
-pidfd_readable_cb (int          fd,
-                   GIOCondition condition,
-                   gpointer     user_data)
+pidfd_readable_cb (int                   fd,
+                   ShimwatchPollerEvents events,
+                   gpointer              user_data)
 {
-  g_autoptr(GTask) task = user_data;
+  /* the watch's reference goes with the watch */
+  g_autoptr(GTask) task = g_object_ref (user_data);
   SpawnData *data = g_task_get_task_data (task);
 
-  g_clear_pointer (&data->pidfd_source, g_source_unref);
+  g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   if (data->by_spawner)
     {
       /* the spawner died before it reported the end: the child is gone, nobody knows how */
@@ -457,39 +472,66 @@ shimwatch_spawn_stop_spawner (void)
   return reaped == spawner.pid ? status : -1;
 }
 
-/* the reply socket closed (or the spawner gave up on) before the end was reported */
+/* the reply socket is done with: unwatched, then closed (the caller holds the task: the
+ * watch's reference goes with it) */
 static void
-reply_lost (GTask      *task,
-            const char *why)
+close_reply (SpawnData *data)
 {
-  SpawnData *data = g_task_get_task_data (task);
-
-  clear_source (&data->reply_source);
-  clear_source (&data->grace_source);
+  g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
   if (data->reply >= 0)
     {
       close (data->reply);
       data->reply = -1;
     }
+}
+
+/* watch the child's pidfd (a reference on the task while watched); FALSE with @error set
+ * if the poller refuses it */
+static gboolean
+watch_pidfd (GTask   *task,
+             GError **error)
+{
+  SpawnData *data = g_task_get_task_data (task);
+
+  data->pidfd_watch = shimwatch_poller_add (data->poller, data->pidfd, SHIMWATCH_POLLER_IN,
+                                            pidfd_readable_cb, g_object_ref (task),
+                                            g_object_unref, error);
+  if (data->pidfd_watch == NULL)
+    {
+      g_object_unref (task);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* the reply socket closed (or the spawner gave up on) before the end was reported */
+static void
+reply_lost (GTask      *task,
+            const char *why)
+{
+  g_autoptr(GTask) task_ref = g_object_ref (task);
+  SpawnData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  close_reply (data);
+  clear_source (&data->grace_source);
   spawner_lost (why);
   /* the child lives on, re-parented: with its pidfd we still see it end (and kill it at
    * its deadline); without one, nothing can reach it safely any more */
   if (data->pidfd >= 0)
     {
-      if (data->pidfd_source == NULL)
-        data->pidfd_source = attach (task, g_unix_fd_source_new (data->pidfd, G_IO_IN),
-                                     G_SOURCE_FUNC (pidfd_readable_cb),
-                                     g_object_ref (task), "[shimwatch] spawned process pidfd");
-      return;
+      if (data->pidfd_watch != NULL || watch_pidfd (task, &error))
+        return;
+      g_warning ("cannot watch the pidfd of %s: %s", data->program, error->message);
     }
   fail (task, g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
                            "the process spawner died while %s ran", data->program));
 }
 
 static gboolean
-reply_cb (int          fd,
-          GIOCondition condition,
-          gpointer     user_data)
+reply_cb (int                   fd,
+          ShimwatchPollerEvents events,
+          gpointer              user_data)
 {
   /* a return may drop the caller's last reference: keep the data until we are done */
   g_autoptr(GTask) task = g_object_ref (user_data);
@@ -527,7 +569,7 @@ reply_cb (int          fd,
             {
               if (pidfd >= 0)
                 close (pidfd);
-              g_clear_pointer (&data->reply_source, g_source_unref);
+              close_reply (data);
               fail (task, g_error_new (G_IO_ERROR, g_io_error_from_errno (message.error),
                                        "cannot run %s: %s", data->program,
                                        g_strerror (message.error)));
@@ -542,14 +584,11 @@ reply_cb (int          fd,
       if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_EXITED &&
           data->pid != 0)
         {
-          g_clear_pointer (&data->reply_source, g_source_unref);
-          close (data->reply);
-          data->reply = -1;
+          close_reply (data);
           complete (task, message.value);
           return G_SOURCE_REMOVE;
         }
       /* EOF before the end was told, or a message that is not the protocol */
-      g_clear_pointer (&data->reply_source, g_source_unref);
       reply_lost (task, n == 0 ? "closed a reply socket before the command's end"
                                : "broke the protocol");
       return G_SOURCE_REMOVE;
@@ -627,6 +666,19 @@ spawn_by_spawner (GTask              *task,
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0)
     return FALSE;
+  /* watched before the request goes: a run the spawner starts is always heard of. The
+   * reply watch holds the run until the end is told (or the spawner is lost). */
+  data->reply = sockets[0];
+  data->reply_watch = shimwatch_poller_add (data->poller, data->reply, SHIMWATCH_POLLER_IN,
+                                            reply_cb, g_object_ref (task), g_object_unref,
+                                            NULL);
+  if (data->reply_watch == NULL)
+    {
+      g_object_unref (task);
+      close_reply (data);
+      close (sockets[1]);
+      return FALSE;
+    }
   fds[0] = sockets[1];
   fds[1] = stdin_fd;
   fds[2] = stdout_fd;
@@ -658,7 +710,7 @@ spawn_by_spawner (GTask              *task,
     {
       int saved_errno = errno;
 
-      close (sockets[0]);
+      close_reply (data);
       if (saved_errno == EMSGSIZE || saved_errno == ENOBUFS || saved_errno == ENOMEM)
         return FALSE;
       spawner_lost (saved_errno == EAGAIN ? "takes no request" : "does not take requests");
@@ -666,13 +718,6 @@ spawn_by_spawner (GTask              *task,
     }
 
   data->by_spawner = TRUE;
-  data->reply = sockets[0];
-  /* the reply watch holds the run until the end is told (or the spawner is lost) */
-  data->reply_source = g_unix_fd_source_new (data->reply, G_IO_IN | G_IO_HUP);
-  g_source_set_callback (data->reply_source, G_SOURCE_FUNC (reply_cb), g_object_ref (task),
-                         g_object_unref);
-  g_source_set_static_name (data->reply_source, "[shimwatch] spawner reply");
-  g_source_attach (data->reply_source, g_task_get_context (task));
   return TRUE;
 }
 
@@ -717,18 +762,25 @@ watch_exit (GTask   *task,
   data->pidfd = open_pidfd (data->pid);
   if (data->pidfd >= 0)
     {
-      data->pidfd_source = attach (task, g_unix_fd_source_new (data->pidfd, G_IO_IN),
-                                   G_SOURCE_FUNC (pidfd_readable_cb),
-                                   g_object_ref (task), "[shimwatch] spawned process pidfd");
-      return TRUE;
-    }
+      g_autoptr(GError) local_error = NULL;
 
-  saved_errno = errno;
-  if (g_once_init_enter (&logged))
+      if (watch_pidfd (task, &local_error))
+        return TRUE;
+      /* the poller refuses it (out of memory, or of epoll watches): a thread waits */
+      g_warning ("cannot watch the pidfd of %s (%s): its exit is waited for in a thread",
+                 data->program, local_error->message);
+      close (data->pidfd);
+      data->pidfd = -1;
+    }
+  else
     {
-      g_message ("pidfd_open() failed (%s): the exit of each command the service runs is "
-                 "waited for in a thread", g_strerror (saved_errno));
-      g_once_init_leave (&logged, 1);
+      saved_errno = errno;
+      if (g_once_init_enter (&logged))
+        {
+          g_message ("pidfd_open() failed (%s): the exit of each command the service runs is "
+                     "waited for in a thread", g_strerror (saved_errno));
+          g_once_init_leave (&logged, 1);
+        }
     }
   thread = g_thread_try_new ("shimwatch-wait", wait_thread, g_object_ref (task), error);
   if (thread == NULL)
@@ -778,6 +830,8 @@ shimwatch_spawn_async (const char * const *argv,
 
   g_task_set_source_tag (task, shimwatch_spawn_async);
   data->program = g_strdup (argv[0]);
+  /* the task completes on the thread-default context: the poller of that context */
+  data->poller = shimwatch_poller_ref (shimwatch_poller_get_default ());
   data->pidfd = data->reply = data->fds[0] = data->fds[1] = -1;
   data->result = g_new0 (ShimwatchSpawnResult, 1);
   data->output[0] = g_byte_array_new ();
@@ -793,6 +847,22 @@ shimwatch_spawn_async (const char * const *argv,
                    "cannot run %s: %s", argv[0], g_strerror (saved_errno));
       goto out;
     }
+  /* the output is watched before anything runs: a watch the poller refuses (out of memory
+   * or of epoll watches) fails the run, not a child that could block on a full pipe */
+  for (guint i = 0; i < 2; i++)
+    {
+      data->fds[i] = i == 0 ? out[0] : err[0];
+      g_unix_set_fd_nonblocking (data->fds[i], TRUE, NULL);
+      data->pipe_watches[i] = shimwatch_poller_add (data->poller, data->fds[i],
+                                                    SHIMWATCH_POLLER_IN, pipe_cb, task, NULL,
+                                                    &error);
+      if (data->pipe_watches[i] == NULL)
+        {
+          g_prefix_error (&error, "cannot run %s: ", argv[0]);
+          goto out;
+        }
+    }
+  out[0] = err[0] = -1;
 
   if (spawn_by_spawner (task, argv, envp, cwd, stdin_fd, out[1], err[1]))
     goto started;
@@ -816,17 +886,6 @@ shimwatch_spawn_async (const char * const *argv,
     }
 
 started:
-  for (guint i = 0; i < 2; i++)
-    {
-      data->fds[i] = i == 0 ? out[0] : err[0];
-      g_unix_set_fd_nonblocking (data->fds[i], TRUE, NULL);
-      data->pipe_sources[i] = attach (task,
-                                      g_unix_fd_source_new (data->fds[i],
-                                                            G_IO_IN | G_IO_HUP | G_IO_ERR),
-                                      G_SOURCE_FUNC (pipe_cb), task,
-                                      "[shimwatch] spawned process output");
-    }
-  out[0] = err[0] = -1;
   if (timeout_ms > 0)
     data->timeout_source = attach (task, g_timeout_source_new (timeout_ms), timeout_cb, task,
                                    "[shimwatch] spawned process deadline");
@@ -840,7 +899,12 @@ out:
         close (err[i]);
     }
   if (error != NULL)
-    g_task_return_error (task, g_steal_pointer (&error));
+    {
+      /* nothing runs: the pipes are not watched until the task is gone */
+      for (guint i = 0; i < 2; i++)
+        close_pipe (data, i);
+      g_task_return_error (task, g_steal_pointer (&error));
+    }
 }
 
 ShimwatchSpawnResult *

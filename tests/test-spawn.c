@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "shimwatch-poller.h"
 #include "shimwatch-spawn.h"
 
 /* the warnings of shimwatch-spawn.c (structured: g_test_expect_message() does not see
@@ -246,6 +247,7 @@ spawn_and_wait (const char * const *argv,
     g_main_context_iteration (NULL, TRUE);
   /* nothing of the run is left on the context: no pipe watch, no deadline */
   g_assert_false (g_main_context_pending (NULL));
+  g_assert_cmpuint (shimwatch_poller_get_n_watches (shimwatch_poller_get_default ()), ==, 0);
   g_assert_true ((outcome.result == NULL) != (outcome.error == NULL));
   if (outcome.error != NULL)
     g_propagate_error (error, outcome.error);
@@ -667,6 +669,83 @@ test_spawner_stuck (Fixture      *fx,
   g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
 }
 
+/* -- the main loop's cost -------------------------------------------------------------- */
+
+static guint n_polls;
+static guint n_self_wakeups;
+
+/* whether @fd is an eventfd: in a context's poll, the one GLib wakes it with */
+static gboolean
+is_eventfd (int fd)
+{
+  char path[64];
+  char target[64];
+  ssize_t n;
+
+  g_snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  n = readlink (path, target, sizeof target - 1);
+  if (n < 0)
+    return FALSE;
+  target[n] = '\0';
+  return g_str_equal (target, "anon_inode:[eventfd]");
+}
+
+/* the context's poll, counted: every iteration, and every one its wake-up eventfd ended */
+static gint
+counting_poll (GPollFD *fds,
+               guint    nfds,
+               gint     timeout)
+{
+  gint n = g_poll (fds, nfds, timeout);
+
+  n_polls++;
+  for (guint i = 0; i < nfds; i++)
+    if ((fds[i].revents & G_IO_IN) && is_eventfd (fds[i].fd))
+      n_self_wakeups++;
+  return n;
+}
+
+/* A run costs the context no wake-up by its own thread: its descriptors (the spawner's
+ * reply, the pidfd, the output pipes) are watched through the one poller of the context,
+ * not through a GSource each, which GLib 2.74 wakes the context for when one is attached,
+ * dispatched (twice) or destroyed: 13 self-wake-ups, each an eventfd write and one more
+ * main-loop iteration, per `shim delete` on the path of every shim's death. Only a
+ * waiter thread (no spawner and no pidfd) wakes the context, once per run. */
+static void
+test_no_self_wakeup (Fixture      *fx,
+                     gconstpointer data)
+{
+  const char *argv[] = { "/bin/sh", "-c", "echo out; echo err >&2", NULL };
+  const guint n = 10;
+  /* (valgrind 3.19 has no pidfd_open(2)) */
+  gboolean waiter_thread = !fx->mode->spawner &&
+                           (fx->mode->pidfd_errno != 0 || under_valgrind ());
+
+  /* what came before (the poller's making, the spawner's hang-up watch) has woken the
+   * context already: that wake-up is taken first */
+  shimwatch_poller_get_default ();
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  n_polls = n_self_wakeups = 0;
+  g_main_context_set_poll_func (NULL, counting_poll);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(ShimwatchSpawnResult) result = NULL;
+      g_autoptr(GError) error = NULL;
+
+      result = spawn_and_wait (argv, fx->dir, -1, 10000, &error);
+      g_assert_no_error (error);
+      g_assert_true (WIFEXITED (result->wait_status));
+      g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
+      assert_output (result->stdout_bytes, "out\n");
+      assert_output (result->stderr_bytes, "err\n");
+    }
+  g_main_context_set_poll_func (NULL, NULL);
+  g_test_message ("%u runs: %u main-loop iterations, %u of them woken by the context's "
+                  "eventfd", n, n_polls, n_self_wakeups);
+  g_assert_cmpuint (n_self_wakeups, <=, waiter_thread ? n : 0);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -690,6 +769,7 @@ main (int    argc,
     { "deadline", test_deadline, FALSE },
     { "exit-before-deadline", test_exit_before_deadline, FALSE },
     { "cannot-run", test_cannot_run, FALSE },
+    { "no-self-wakeup", test_no_self_wakeup, FALSE },
     { "spawner-descriptors", test_spawner_descriptors, TRUE },
     { "spawner-dies", test_spawner_dies, TRUE },
     { "spawner-stuck", test_spawner_stuck, TRUE },
