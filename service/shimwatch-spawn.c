@@ -24,6 +24,9 @@
 #define SPAWNER_KILL_GRACE_MS 5000
 /* how long a lost spawner, killed, is waited for before it is left to a later reaping */
 #define SPAWNER_REAP_WAIT_MS  1000
+/* how long a run goes before its output is read as it comes, not only at its end (see
+ * shimwatch_spawn_async()) */
+#define OUTPUT_WATCH_DELAY_MS 3000
 
 /* The spawner of this process (shimwatch-spawner.h), if one was started. Once it is lost
  * (it died, or broke the protocol and was killed), commands are spawned directly again. */
@@ -62,6 +65,7 @@ typedef struct {
   gboolean              by_spawner;
   int                   fds[2]; /* our ends of the child's stdout and stderr */
   ShimwatchPollerWatch *pipe_watches[2];
+  GSource              *output_timer;  /* until the pipes are watched */
   GByteArray           *output[2];
   ShimwatchSpawnResult *result;
 } SpawnData;
@@ -94,6 +98,7 @@ spawn_data_free (SpawnData *data)
   clear_source (&data->timeout_source);
   g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
   clear_source (&data->grace_source);
+  clear_source (&data->output_timer);
   if (data->reply >= 0)
     close (data->reply);
   g_free (data->program);
@@ -178,6 +183,56 @@ pipe_cb (int                   fd,
   return G_SOURCE_REMOVE;
 }
 
+/* the output is read as it comes from now on; FALSE with @error set if the poller refuses
+ * a pipe */
+static gboolean
+watch_output (GTask   *task,
+              GError **error)
+{
+  SpawnData *data = g_task_get_task_data (task);
+
+  for (guint i = 0; i < 2; i++)
+    {
+      if (data->fds[i] < 0 || data->pipe_watches[i] != NULL)
+        continue;
+      data->pipe_watches[i] = shimwatch_poller_add (data->poller, data->fds[i],
+                                                    SHIMWATCH_POLLER_IN, pipe_cb, task, NULL,
+                                                    error);
+      if (data->pipe_watches[i] == NULL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+output_timer_cb (gpointer user_data)
+{
+  GTask *task = user_data;
+  SpawnData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  g_clear_pointer (&data->output_timer, g_source_unref);
+  /* a child that writes more than its pipes hold waits for a reader: from now on, one
+   * reads as it comes */
+  if (!watch_output (task, &error))
+    g_warning ("cannot watch the output of %s (%s): it is read when it ends",
+               data->program, error->message);
+  return G_SOURCE_REMOVE;
+}
+
+/* Room in each pipe for all the output that is kept (a privileged service may make a
+ * pipe that large; the pages are only taken as they are written): FALSE where one is
+ * smaller, and a child could block on it. */
+static gboolean
+make_room (SpawnData *data)
+{
+  for (guint i = 0; i < 2; i++)
+    if (fcntl (data->fds[i], F_SETPIPE_SZ, (int) SHIMWATCH_SPAWN_OUTPUT_MAX) <
+        (int) SHIMWATCH_SPAWN_OUTPUT_MAX)
+      return FALSE;
+  return TRUE;
+}
+
 /* The child has exited and is reaped (@wait_status): what it wrote is in the pipes. */
 static void
 complete (GTask *task,
@@ -187,6 +242,7 @@ complete (GTask *task,
 
   clear_source (&data->timeout_source);
   clear_source (&data->grace_source);
+  clear_source (&data->output_timer);
   data->result->wait_status = wait_status;
   /* everything the process wrote is in the pipes now (what a child it left behind may
    * still write is not waited for) */
@@ -228,6 +284,7 @@ fail (GTask  *task,
 
   clear_source (&data->timeout_source);
   clear_source (&data->grace_source);
+  clear_source (&data->output_timer);
   for (guint i = 0; i < 2; i++)
     close_pipe (data, i);
   g_task_return_error (task, error);
@@ -847,22 +904,24 @@ shimwatch_spawn_async (const char * const *argv,
                    "cannot run %s: %s", argv[0], g_strerror (saved_errno));
       goto out;
     }
-  /* the output is watched before anything runs: a watch the poller refuses (out of memory
-   * or of epoll watches) fails the run, not a child that could block on a full pipe */
-  for (guint i = 0; i < 2; i++)
-    {
-      data->fds[i] = i == 0 ? out[0] : err[0];
-      g_unix_set_fd_nonblocking (data->fds[i], TRUE, NULL);
-      data->pipe_watches[i] = shimwatch_poller_add (data->poller, data->fds[i],
-                                                    SHIMWATCH_POLLER_IN, pipe_cb, task, NULL,
-                                                    &error);
-      if (data->pipe_watches[i] == NULL)
-        {
-          g_prefix_error (&error, "cannot run %s: ", argv[0]);
-          goto out;
-        }
-    }
+  /* A short command's output (a shim's delete: its log lines and one reply) is read once
+   * it has ended, all at once, in the turn that learns of the end: each line read as it
+   * came was one more wake-up of this thread, by the child, on the path of every shim's
+   * death. The pipes hold all that is kept of it; a run that goes on for a while has its
+   * output read as it comes, as has every run where the pipes cannot be made that large:
+   * either way a child that writes more than a pipe holds is never blocked for good. A
+   * watch the poller refuses (out of memory or of epoll watches) fails the run before
+   * anything runs. */
+  data->fds[0] = out[0];
+  data->fds[1] = err[0];
   out[0] = err[0] = -1;
+  for (guint i = 0; i < 2; i++)
+    g_unix_set_fd_nonblocking (data->fds[i], TRUE, NULL);
+  if (!make_room (data) && !watch_output (task, &error))
+    {
+      g_prefix_error (&error, "cannot run %s: ", argv[0]);
+      goto out;
+    }
 
   if (spawn_by_spawner (task, argv, envp, cwd, stdin_fd, out[1], err[1]))
     goto started;
@@ -886,6 +945,9 @@ shimwatch_spawn_async (const char * const *argv,
     }
 
 started:
+  if (data->pipe_watches[0] == NULL)
+    data->output_timer = attach (task, g_timeout_source_new (OUTPUT_WATCH_DELAY_MS),
+                                 output_timer_cb, task, "[shimwatch] spawned process output");
   if (timeout_ms > 0)
     data->timeout_source = attach (task, g_timeout_source_new (timeout_ms), timeout_cb, task,
                                    "[shimwatch] spawned process deadline");

@@ -710,7 +710,10 @@ counting_poll (GPollFD *fds,
  * not through a GSource each, which GLib 2.74 wakes the context for when one is attached,
  * dispatched (twice) or destroyed: 13 self-wake-ups, each an eventfd write and one more
  * main-loop iteration, per `shim delete` on the path of every shim's death. Only a
- * waiter thread (no spawner and no pidfd) wakes the context, once per run. */
+ * waiter thread (no spawner and no pidfd) wakes the context, once per run.
+ * Nor does a short run's output wake it: it is read at the end. A run costs one
+ * iteration for its end (the pidfd, the waiter thread, or the spawner's EXITED), one for
+ * the spawner's STARTED, and one for spawn_and_wait()'s g_main_context_pending(). */
 static void
 test_no_self_wakeup (Fixture      *fx,
                      gconstpointer data)
@@ -744,6 +747,30 @@ test_no_self_wakeup (Fixture      *fx,
   g_test_message ("%u runs: %u main-loop iterations, %u of them woken by the context's "
                   "eventfd", n, n_polls, n_self_wakeups);
   g_assert_cmpuint (n_self_wakeups, <=, waiter_thread ? n : 0);
+  /* (a few more, should a run take long enough on a loaded machine for its output to be
+   * watched) */
+  g_assert_cmpuint (n_polls, <=, 3 * n + 5);
+}
+
+/* More output than a pipe holds: the child is not blocked for good (what is kept is the
+ * first SHIMWATCH_SPAWN_OUTPUT_MAX bytes), however its output is read. */
+static void
+test_output_beyond_pipe (Fixture      *fx,
+                         gconstpointer data)
+{
+  const char *argv[] = { "/bin/sh", "-c",
+                         "head -c 3000000 /dev/zero; head -c 2000000 /dev/zero >&2; exit 5",
+                         NULL };
+  g_autoptr(ShimwatchSpawnResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+
+  result = spawn_and_wait (argv, fx->dir, -1, 60000, &error);
+  g_assert_no_error (error);
+  g_assert_false (result->timed_out);
+  g_assert_true (WIFEXITED (result->wait_status));
+  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 5);
+  g_assert_cmpuint (g_bytes_get_size (result->stdout_bytes), ==, SHIMWATCH_SPAWN_OUTPUT_MAX);
+  g_assert_cmpuint (g_bytes_get_size (result->stderr_bytes), ==, SHIMWATCH_SPAWN_OUTPUT_MAX);
 }
 
 int
@@ -770,6 +797,7 @@ main (int    argc,
     { "exit-before-deadline", test_exit_before_deadline, FALSE },
     { "cannot-run", test_cannot_run, FALSE },
     { "no-self-wakeup", test_no_self_wakeup, FALSE },
+    { "output-beyond-pipe", test_output_beyond_pipe, FALSE },
     { "spawner-descriptors", test_spawner_descriptors, TRUE },
     { "spawner-dies", test_spawner_dies, TRUE },
     { "spawner-stuck", test_spawner_stuck, TRUE },
