@@ -66,6 +66,7 @@ typedef struct {
   int                   fds[2]; /* our ends of the child's stdout and stderr */
   ShimwatchPollerWatch *pipe_watches[2];
   GSource              *output_timer;  /* until the pipes are watched */
+  gboolean              ended;         /* completed or failed */
   GByteArray           *output[2];
   ShimwatchSpawnResult *result;
 } SpawnData;
@@ -243,6 +244,7 @@ complete (GTask *task,
   clear_source (&data->timeout_source);
   clear_source (&data->grace_source);
   clear_source (&data->output_timer);
+  data->ended = TRUE;
   data->result->wait_status = wait_status;
   /* everything the process wrote is in the pipes now (what a child it left behind may
    * still write is not waited for) */
@@ -285,6 +287,7 @@ fail (GTask  *task,
   clear_source (&data->timeout_source);
   clear_source (&data->grace_source);
   clear_source (&data->output_timer);
+  data->ended = TRUE;
   for (guint i = 0; i < 2; i++)
     close_pipe (data, i);
   g_task_return_error (task, error);
@@ -360,13 +363,21 @@ grace_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static gboolean read_replies (gpointer user_data);
+
 static gboolean
 timeout_cb (gpointer user_data)
 {
-  GTask *task = user_data;
+  g_autoptr(GTask) task = g_object_ref (user_data);
   SpawnData *data = g_task_get_task_data (task);
 
   g_clear_pointer (&data->timeout_source, g_source_unref);
+  /* what the spawner sent and we were not woken for (see spawn_by_spawner()): STARTED
+   * with the pidfd to kill with, or EXITED too, and nothing is left to kill */
+  if (data->reply_watch != NULL)
+    read_replies (task);
+  if (data->ended)
+    return G_SOURCE_REMOVE;
   data->result->timed_out = TRUE;
   /* Not reaped yet (child_exited ends this deadline when it reaps; the spawner only after
    * it told us, and EXITED ends it): the pid is still the child's, alive or a zombie, and
@@ -561,12 +572,12 @@ watch_pidfd (GTask   *task,
   return TRUE;
 }
 
-/* the reply socket closed (or the spawner gave up on) before the end was reported */
+/* the reply socket closed (or the spawner gave up on) before the end was reported; the
+ * caller holds a reference on the task (the reply watch's goes with the watch) */
 static void
 reply_lost (GTask      *task,
             const char *why)
 {
-  g_autoptr(GTask) task_ref = g_object_ref (task);
   SpawnData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
 
@@ -585,10 +596,10 @@ reply_lost (GTask      *task,
                            "the process spawner died while %s ran", data->program));
 }
 
+/* What the spawner sent so far. G_SOURCE_REMOVE once the reply socket is done with (its
+ * watch removed: the run ended, or goes on without the spawner) */
 static gboolean
-reply_cb (int                   fd,
-          ShimwatchPollerEvents events,
-          gpointer              user_data)
+read_replies (gpointer user_data)
 {
   /* a return may drop the caller's last reference: keep the data until we are done */
   g_autoptr(GTask) task = g_object_ref (user_data);
@@ -609,7 +620,9 @@ reply_cb (int                   fd,
       ssize_t n;
 
       n = recvmsg (data->reply, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR)
+      /* ECONNRESET: the spawner closed its end with a KILL of ours unread (the child had
+       * just ended); told once, before what it sent, which is still to be read */
+      if (n < 0 && (errno == EINTR || errno == ECONNRESET))
         continue;
       if (n < 0 && errno == EAGAIN)
         return G_SOURCE_CONTINUE;
@@ -650,6 +663,14 @@ reply_cb (int                   fd,
                                : "broke the protocol");
       return G_SOURCE_REMOVE;
     }
+}
+
+static gboolean
+reply_cb (int                   fd,
+          ShimwatchPollerEvents events,
+          gpointer              user_data)
+{
+  return read_replies (user_data);
 }
 
 static gsize
@@ -723,12 +744,15 @@ spawn_by_spawner (GTask              *task,
 
   if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0)
     return FALSE;
-  /* watched before the request goes: a run the spawner starts is always heard of. The
-   * reply watch holds the run until the end is told (or the spawner is lost). */
+  /* Watched before the request goes: a run the spawner starts is always heard of. The
+   * reply watch holds the run until the end is told (or the spawner is lost). It wakes
+   * for the spawner's close of its end alone (shimwatch-spawner.h): STARTED and EXITED
+   * are read then, together, in one turn; STARTED alone woke this thread once more per
+   * run. A spawner that dies has closed it too, with what it sent still queued. */
   data->reply = sockets[0];
-  data->reply_watch = shimwatch_poller_add (data->poller, data->reply, SHIMWATCH_POLLER_IN,
-                                            reply_cb, g_object_ref (task), g_object_unref,
-                                            NULL);
+  data->reply_watch = shimwatch_poller_add (data->poller, data->reply,
+                                            SHIMWATCH_POLLER_PEER_CLOSED, reply_cb,
+                                            g_object_ref (task), g_object_unref, NULL);
   if (data->reply_watch == NULL)
     {
       g_object_unref (task);

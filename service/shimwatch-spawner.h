@@ -19,8 +19,10 @@
  *    once posix_spawn(3) has returned.
  *  - spawner → service, on the reply socket: STARTED with the pid (with its pidfd when
  *    asked for and pidfd_open(2) works), or with the errno of posix_spawn; later EXITED
- *    with the wait status once the spawner has reaped the child, and then it closes the
- *    reply socket.
+ *    with the wait status once the spawner has reaped the child. After its last message
+ *    (EXITED, or a STARTED with an errno) it closes the reply socket: the service is
+ *    woken by that close alone, and reads everything then (one wake-up per run, not one
+ *    per message).
  *  - service → spawner, on the reply socket: KILL, SIGKILL to the child unless it is
  *    reaped already. The spawner is the child's parent, so the pid it signals is still the
  *    child's until the spawner itself reaps it: no pid-reuse race.
