@@ -57,7 +57,11 @@ typedef struct {
   GPid                  pid;
   int                   pidfd;  /* -1: a waiter thread watches the exit (wait_thread) */
   ShimwatchPollerWatch *pidfd_watch;   /* holds a reference on the task */
-  GSource              *timeout_source;
+  /* one timer per run: the output's watch (output_at), then the deadline (deadline_at),
+   * each a g_get_monotonic_time(), 0 once done or when there is none */
+  GSource              *timer;
+  gint64                output_at;
+  gint64                deadline_at;
   /* run by the spawner: our end of the request's reply socket (-1: none, or closed) */
   int                   reply;
   ShimwatchPollerWatch *reply_watch;   /* holds a reference on the task */
@@ -65,7 +69,6 @@ typedef struct {
   gboolean              by_spawner;
   int                   fds[2]; /* our ends of the child's stdout and stderr */
   ShimwatchPollerWatch *pipe_watches[2];
-  GSource              *output_timer;  /* until the pipes are watched */
   gboolean              ended;         /* completed or failed */
   GByteArray           *output[2];
   ShimwatchSpawnResult *result;
@@ -96,10 +99,9 @@ spawn_data_free (SpawnData *data)
   /* the pidfd and reply watches hold the task: they are gone by now; the pipes' are
    * removed whenever the run ends, and before its descriptors are closed */
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
-  clear_source (&data->timeout_source);
+  clear_source (&data->timer);
   g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
   clear_source (&data->grace_source);
-  clear_source (&data->output_timer);
   if (data->reply >= 0)
     close (data->reply);
   g_free (data->program);
@@ -205,20 +207,17 @@ watch_output (GTask   *task,
   return TRUE;
 }
 
-static gboolean
-output_timer_cb (gpointer user_data)
+/* the run goes on: a child that writes more than its pipes hold waits for a reader, so
+ * its output is read as it comes from now on */
+static void
+output_due (GTask *task)
 {
-  GTask *task = user_data;
   SpawnData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
 
-  g_clear_pointer (&data->output_timer, g_source_unref);
-  /* a child that writes more than its pipes hold waits for a reader: from now on, one
-   * reads as it comes */
   if (!watch_output (task, &error))
     g_warning ("cannot watch the output of %s (%s): it is read when it ends",
                data->program, error->message);
-  return G_SOURCE_REMOVE;
 }
 
 /* Room in each pipe for all the output that is kept (a privileged service may make a
@@ -241,9 +240,8 @@ complete (GTask *task,
 {
   SpawnData *data = g_task_get_task_data (task);
 
-  clear_source (&data->timeout_source);
+  clear_source (&data->timer);
   clear_source (&data->grace_source);
-  clear_source (&data->output_timer);
   data->ended = TRUE;
   data->result->wait_status = wait_status;
   /* everything the process wrote is in the pipes now (what a child it left behind may
@@ -270,7 +268,7 @@ child_exited (GTask *task)
   int status = 0;
   pid_t reaped;
 
-  clear_source (&data->timeout_source);
+  clear_source (&data->timer);
   do
     reaped = waitpid (data->pid, &status, 0);
   while (reaped < 0 && errno == EINTR);
@@ -284,9 +282,8 @@ fail (GTask  *task,
 {
   SpawnData *data = g_task_get_task_data (task);
 
-  clear_source (&data->timeout_source);
+  clear_source (&data->timer);
   clear_source (&data->grace_source);
-  clear_source (&data->output_timer);
   data->ended = TRUE;
   for (guint i = 0; i < 2; i++)
     close_pipe (data, i);
@@ -365,19 +362,18 @@ grace_cb (gpointer user_data)
 
 static gboolean read_replies (gpointer user_data);
 
-static gboolean
-timeout_cb (gpointer user_data)
+/* the deadline has come */
+static void
+deadline (GTask *task)
 {
-  g_autoptr(GTask) task = g_object_ref (user_data);
   SpawnData *data = g_task_get_task_data (task);
 
-  g_clear_pointer (&data->timeout_source, g_source_unref);
   /* what the spawner sent and we were not woken for (see spawn_by_spawner()): STARTED
    * with the pidfd to kill with, or EXITED too, and nothing is left to kill */
   if (data->reply_watch != NULL)
     read_replies (task);
   if (data->ended)
-    return G_SOURCE_REMOVE;
+    return;
   data->result->timed_out = TRUE;
   /* Not reaped yet (child_exited ends this deadline when it reaps; the spawner only after
    * it told us, and EXITED ends it): the pid is still the child's, alive or a zombie, and
@@ -392,7 +388,7 @@ timeout_cb (gpointer user_data)
       if (send (data->reply, &message, sizeof message, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         {
           reply_lost (task, "does not take a kill");
-          return G_SOURCE_REMOVE;
+          return;
         }
     }
   else if (!data->by_spawner)
@@ -401,7 +397,59 @@ timeout_cb (gpointer user_data)
   if (data->reply >= 0)
     data->grace_source = attach (task, g_timeout_source_new (SPAWNER_KILL_GRACE_MS), grace_cb,
                                  task, "[shimwatch] spawner kill grace");
-  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+timer_dispatch (GSource     *source,
+                GSourceFunc  callback,
+                gpointer     user_data)
+{
+  return callback (user_data);
+}
+
+static GSourceFuncs timer_funcs = {
+  .dispatch = timer_dispatch,
+};
+
+/* the sooner of the run's two times still to come; 0: none */
+static gint64
+next_time (SpawnData *data)
+{
+  if (data->output_at == 0 || (data->deadline_at != 0 && data->deadline_at < data->output_at))
+    return data->deadline_at;
+  return data->output_at;
+}
+
+static gboolean
+timer_cb (gpointer user_data)
+{
+  g_autoptr(GTask) task = g_object_ref (user_data);
+  SpawnData *data = g_task_get_task_data (task);
+  gint64 now = g_get_monotonic_time ();
+  gint64 next;
+
+  if (data->output_at != 0 && now >= data->output_at)
+    {
+      data->output_at = 0;
+      output_due (task);
+    }
+  if (data->deadline_at != 0 && now >= data->deadline_at)
+    {
+      data->deadline_at = 0;
+      deadline (task);
+    }
+  /* ended (the timer is gone with it), or nothing more to come */
+  if (data->timer == NULL)
+    return G_SOURCE_REMOVE;
+  next = next_time (data);
+  if (next == 0)
+    {
+      g_clear_pointer (&data->timer, g_source_unref);
+      return G_SOURCE_REMOVE;
+    }
+  /* (no wake-up of the context: GLib does not wake it for a source in its dispatch) */
+  g_source_set_ready_time (data->timer, next);
+  return G_SOURCE_CONTINUE;
 }
 
 /* -- the spawner ------------------------------------------------------------------------- */
@@ -969,12 +1017,19 @@ shimwatch_spawn_async (const char * const *argv,
     }
 
 started:
+  /* one timer for both (a source per run is walked by every iteration of the context) */
   if (data->pipe_watches[0] == NULL)
-    data->output_timer = attach (task, g_timeout_source_new (OUTPUT_WATCH_DELAY_MS),
-                                 output_timer_cb, task, "[shimwatch] spawned process output");
+    data->output_at = g_get_monotonic_time () + OUTPUT_WATCH_DELAY_MS * 1000;
   if (timeout_ms > 0)
-    data->timeout_source = attach (task, g_timeout_source_new (timeout_ms), timeout_cb, task,
-                                   "[shimwatch] spawned process deadline");
+    data->deadline_at = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  if (next_time (data) != 0)
+    {
+      GSource *timer = g_source_new (&timer_funcs, sizeof (GSource));
+
+      /* before it is attached: an attached source's new time wakes its context */
+      g_source_set_ready_time (timer, next_time (data));
+      data->timer = attach (task, timer, timer_cb, task, "[shimwatch] spawned process timer");
+    }
 
 out:
   for (guint i = 0; i < 2; i++)
