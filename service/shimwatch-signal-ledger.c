@@ -41,7 +41,9 @@ struct _ShimwatchSignalLedger
   char            *interface_name;
   GMainContext    *context;
   GMutex           mutex;
-  GCond            commit_given;
+  GCond            commit_given;     /* a filter waits on it: see n_waiting */
+  guint            n_waiting;        /* filters waiting on commit_given */
+  guint            n_broadcasts;     /* (tests) of commit_given */
   GHashTable      *entries;          /* "member\nsubject" -> Entry (not settled yet) */
   GPtrArray       *settled;          /* Entry, for the main thread */
   GSource         *settle_source;    /* the idle that settles now */
@@ -200,6 +202,21 @@ shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger)
   g_main_context_release (ledger->context);
 }
 
+/* under the mutex; any thread: a filter waiting for an entry's commit (or its settle)
+ * looks again. Only when one waits: GLib's g_cond_broadcast() is a futex syscall even
+ * with no waiter, and most signals' commits are given before they are emitted, so the
+ * filter never waits for them (three per dead shim on the main thread, two or three more
+ * in GDBus's thread, for nothing). The filter counts itself in under the mutex before it
+ * waits, so no broadcast it needs is skipped. */
+static void
+commit_given_locked (ShimwatchSignalLedger *ledger)
+{
+  if (ledger->n_waiting == 0)
+    return;
+  ledger->n_broadcasts++;
+  g_cond_broadcast (&ledger->commit_given);
+}
+
 /* under the mutex; any thread: the main thread settles in its next turn */
 static void
 wake_locked (ShimwatchSignalLedger *ledger)
@@ -234,7 +251,7 @@ settle_locked (ShimwatchSignalLedger *ledger,
   g_ptr_array_add (ledger->settled, entry_ref (entry));
   if (g_hash_table_lookup (ledger->entries, key) == entry)
     g_hash_table_remove (ledger->entries, key);
-  g_cond_broadcast (&ledger->commit_given);
+  commit_given_locked (ledger);
   if (wake || ledger->eager)
     wake_locked (ledger);
 }
@@ -287,9 +304,11 @@ outgoing_filter (GDBusConnection *connection,
   if (!entry->commit_given && ledger->settled->len > 0)
     wake_locked (ledger);
   deadline = g_get_monotonic_time () + DURABLE_WAIT_US;
+  ledger->n_waiting++;
   while (!entry->commit_given && !entry->done &&
          g_cond_wait_until (&ledger->commit_given, &ledger->mutex, deadline))
     ;
+  ledger->n_waiting--;
   if (!entry->commit_given && !entry->done)
     g_warning ("%s of %s goes out before its record was written", entry->member,
                entry->subject);
@@ -411,7 +430,7 @@ shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
     {
       entry->commit = g_steal_pointer (&commit);
       entry->commit_given = TRUE;
-      g_cond_broadcast (&ledger->commit_given);
+      commit_given_locked (ledger);
     }
   g_mutex_unlock (&ledger->mutex);
   /* settled before its record came (the connection closed): the record keeps saying
@@ -426,6 +445,17 @@ shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger)
 
   g_mutex_lock (&ledger->mutex);
   n = ledger->n_wakeups;
+  g_mutex_unlock (&ledger->mutex);
+  return n;
+}
+
+guint
+shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger)
+{
+  guint n;
+
+  g_mutex_lock (&ledger->mutex);
+  n = ledger->n_broadcasts;
   g_mutex_unlock (&ledger->mutex);
   return n;
 }

@@ -73,6 +73,8 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
 void     shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger);
 /* (tests) how often another thread woke the main context to settle */
 guint    shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger);
+/* (tests) how often a filter waiting for a commit was told to look again */
+guint    shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
 void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
