@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +33,36 @@ static struct {
 
 /* the minute of the last tzset() (minutes since the epoch) */
 static gint zone_minute = -1;
+
+/* the pid in the "(prgname:pid): " prefix. glibc does not cache getpid(): without this,
+ * a syscall for each such line (a dead shim's warning). A forked child asks again. */
+static gint own_pid;
+
+static void
+forget_pid (void)
+{
+  own_pid = 0;
+}
+
+static gulong
+get_own_pid (void)
+{
+  static gsize registered;
+  gint pid;
+
+  if (g_once_init_enter (&registered))
+    {
+      pthread_atfork (NULL, NULL, forget_pid);
+      g_once_init_leave (&registered, 1);
+    }
+  pid = g_atomic_int_get (&own_pid);
+  if (pid == 0)
+    {
+      pid = (gint) getpid ();
+      g_atomic_int_set (&own_pid, pid);
+    }
+  return (gulong) pid;
+}
 
 void
 shimwatch_log_writer_install (void)
@@ -176,7 +207,7 @@ shimwatch_log_writer_format (GLogLevelFlags   level,
       const char *prgname = g_get_prgname ();
 
       g_string_append_printf (line, "(%s:%lu): ", prgname != NULL ? prgname : "process",
-                              (gulong) getpid ());
+                              get_own_pid ());
     }
   if (domain != NULL)
     {

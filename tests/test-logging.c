@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-log-writer.h"
@@ -436,6 +438,53 @@ test_write_all_errors (void)
   g_assert_true (shimwatch_write_all (-1, "", 0));
 }
 
+/* getpid() as libc's, counted: the writer, linked in statically, calls this one */
+static gint n_getpid;
+
+pid_t
+getpid (void)
+{
+  g_atomic_int_inc (&n_getpid);
+  return (pid_t) syscall (SYS_getpid);
+}
+
+/* the pid of a prefixed line is asked of the kernel once, not for every line (a dead
+ * shim's warning); a forked child's lines carry its own */
+static void
+test_writer_pid_once (void)
+{
+  g_autofree char *pid_prefix = NULL;
+  int status;
+  pid_t child;
+
+  g_free (format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "first", SOME_TIME));
+  pid_prefix = g_strdup_printf ("(%s:%lu): ", g_get_prgname (), (gulong) syscall (SYS_getpid));
+  g_atomic_int_set (&n_getpid, 0);
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *line = format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "w",
+                                           SOME_TIME);
+
+      g_assert_nonnull (strstr (line, pid_prefix));
+    }
+  g_assert_cmpint (g_atomic_int_get (&n_getpid), ==, 0);
+
+  child = fork ();
+  g_assert_cmpint (child, >=, 0);
+  if (child == 0)
+    {
+      g_autofree char *line = format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "w",
+                                           SOME_TIME);
+      g_autofree char *own = g_strdup_printf ("(%s:%lu): ", g_get_prgname (),
+                                              (gulong) syscall (SYS_getpid));
+
+      _exit (strstr (line, own) != NULL ? 0 : 1);
+    }
+  g_assert_cmpint (waitpid (child, &status, 0), ==, child);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -455,6 +504,7 @@ main (int   argc,
   g_test_add_func ("/logging/writer/writes-lines", test_writer_writes_lines);
   g_test_add_func ("/logging/write-all/interrupted", test_write_all_interrupted);
   g_test_add_func ("/logging/write-all/errors", test_write_all_errors);
+  g_test_add_func ("/logging/writer/pid-once", test_writer_pid_once);
   result = g_test_run ();
   g_ptr_array_unref (lines);
   return result;
