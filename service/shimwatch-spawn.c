@@ -134,10 +134,14 @@ attach (GTask      *task,
   return source;
 }
 
-/* what the pipe holds now; FALSE at EOF or on an error */
+/* what the pipe holds now; FALSE at EOF or on an error. @to_eof: every writer is gone
+ * (a hang-up), read on to the end. Else a read shorter than asked emptied the pipe (a pipe
+ * hands over all it holds, up to the size asked): the next read would only fail with
+ * EAGAIN, a syscall per output of each `shim delete`, and the watch tells of more. */
 static gboolean
 drain (SpawnData *data,
-       guint      i)
+       guint      i,
+       gboolean   to_eof)
 {
   guint8 buffer[16384];
 
@@ -155,6 +159,8 @@ drain (SpawnData *data,
       if (data->output[i]->len < SHIMWATCH_SPAWN_OUTPUT_MAX)
         g_byte_array_append (data->output[i], buffer,
                              MIN ((guint) n, SHIMWATCH_SPAWN_OUTPUT_MAX - data->output[i]->len));
+      if (!to_eof && (gsize) n < sizeof buffer)
+        return TRUE;
     }
 }
 
@@ -179,7 +185,7 @@ pipe_cb (int                   fd,
   SpawnData *data = g_task_get_task_data (task);
   guint i = fd == data->fds[0] ? 0 : 1;
 
-  if (drain (data, i))
+  if (drain (data, i, (events & (SHIMWATCH_POLLER_HUP | SHIMWATCH_POLLER_ERR)) != 0))
     return G_SOURCE_CONTINUE;
   /* removes this watch (it holds no reference: the task lives on) */
   close_pipe (data, i);
@@ -249,7 +255,7 @@ complete (GTask *task,
   for (guint i = 0; i < 2; i++)
     {
       if (data->fds[i] >= 0)
-        drain (data, i);
+        drain (data, i, FALSE);
       close_pipe (data, i);
     }
   data->result->stdout_bytes = g_byte_array_free_to_bytes (g_steal_pointer (&data->output[0]));
