@@ -16,9 +16,9 @@
  *    working directory, argv[0..argc-1] and envp[0..envc-1], each NUL-terminated; with
  *    SCM_RIGHTS, in this order: the request's own reply socket (one end of a fresh
  *    socketpair), the child's stdin, stdout and stderr. The spawner closes the last three
- *    once posix_spawn(3) has returned.
+ *    once the child has its own (its clone has returned).
  *  - spawner → service, on the reply socket: STARTED with the pid (with its pidfd when
- *    asked for and pidfd_open(2) works), or with the errno of posix_spawn; later EXITED
+ *    asked for and pidfd_open(2) works), or with the errno of the spawn; later EXITED
  *    with the wait status once the spawner has reaped the child. After its last message
  *    (EXITED, or a STARTED with an errno) it closes the reply socket: the service is
  *    woken by that close alone, and reads everything then (one wake-up per run, not one
@@ -56,7 +56,7 @@ typedef struct {
 } ShimwatchSpawnerRequest;
 
 typedef enum {
-  SHIMWATCH_SPAWNER_STARTED = 1,   /* value: the pid; error: posix_spawn's errno (no pid) */
+  SHIMWATCH_SPAWNER_STARTED = 1,   /* value: the pid; error: the spawn's errno (no pid) */
   SHIMWATCH_SPAWNER_EXITED,        /* value: the wait status */
   SHIMWATCH_SPAWNER_KILL,          /* from the service: SIGKILL the child */
 } ShimwatchSpawnerMessageKind;
@@ -73,9 +73,9 @@ typedef struct {
 int shimwatch_spawner_fork (GPid    *pid,
                             GError **error);
 
-/* posix_spawn(3) as the spawner does it (chdir, the three descriptors, closefrom 3,
- * default signals, empty mask): 0 or its errno. Plain C without GLib, for the spawner;
- * the service's own fallback uses it too. */
+/* posix_spawn(3) giving the child what the spawner gives its own (chdir, the three
+ * descriptors, closefrom 3, default signals, empty mask): 0 or its errno. Plain C
+ * without GLib; the service's own fallback, without a spawner, uses it. */
 int shimwatch_spawner_posix_spawn (pid_t              *pid,
                                    const char         *cwd,
                                    int                 in_fd,

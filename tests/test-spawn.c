@@ -811,6 +811,162 @@ test_output_beyond_pipe (Fixture      *fx,
   g_assert_cmpuint (g_bytes_get_size (result->stderr_bytes), ==, SHIMWATCH_SPAWN_OUTPUT_MAX);
 }
 
+/* the line of /proc/<pid>/status (or of @text) that starts with @key */
+static char *
+status_line (const char *text,
+             const char *key)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (g_str_has_prefix (lines[i], key))
+      return g_strdup (lines[i]);
+  g_error ("no %s in %s", key, text);
+  return NULL;
+}
+
+/* What a command gets from how it is started, whoever starts it: no signal blocked,
+ * ignored or caught (the spawner blocks SIGCHLD and ignores SIGPIPE for itself), the
+ * resource limits and the cgroup of the service. Started by the service itself with
+ * glibc's posix_spawn(3) from a process with threads, glibc's two internal signals (32
+ * and 33, which glibc programs never see) are left ignored in the child; the spawner,
+ * like containerd, leaves no signal ignored. */
+static void
+test_child_state (Fixture      *fx,
+                  gconstpointer data)
+{
+  const char *status_argv[] = { "/bin/cat", "/proc/self/status", NULL };
+  const char *limits_argv[] = { "/bin/cat", "/proc/self/limits", NULL };
+  const char *cgroup_argv[] = { "/bin/cat", "/proc/self/cgroup", NULL };
+  g_autoptr(ShimwatchSpawnResult) status = NULL;
+  g_autoptr(ShimwatchSpawnResult) limits = NULL;
+  g_autoptr(ShimwatchSpawnResult) cgroup = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *status_text = NULL;
+  g_autofree char *own_limits = NULL;
+  g_autofree char *own_cgroup = NULL;
+  const char *keys[] = { "SigBlk:", "SigIgn:", "SigCgt:" };
+
+  status = spawn_and_wait (status_argv, fx->dir, -1, 10000, &error);
+  g_assert_no_error (error);
+  status_text = g_strndup (g_bytes_get_data (status->stdout_bytes, NULL),
+                           g_bytes_get_size (status->stdout_bytes));
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      g_autofree char *line = status_line (status_text, keys[i]);
+      guint64 set = g_ascii_strtoull (line + strlen (keys[i]), NULL, 16);
+      guint64 glibc_internal = (G_GUINT64_CONSTANT (1) << 31) | (G_GUINT64_CONSTANT (1) << 32);
+
+      if (!fx->mode->spawner && g_str_equal (keys[i], "SigIgn:"))
+        set &= ~glibc_internal;
+      if (set != 0)
+        g_error ("%s of a command started %s", line,
+                 fx->mode->spawner ? "by the spawner" : "by the service");
+    }
+
+  limits = spawn_and_wait (limits_argv, fx->dir, -1, 10000, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents ("/proc/self/limits", &own_limits, NULL, NULL));
+  assert_output (limits->stdout_bytes, own_limits);
+
+  cgroup = spawn_and_wait (cgroup_argv, fx->dir, -1, 10000, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents ("/proc/self/cgroup", &own_cgroup, NULL, NULL));
+  assert_output (cgroup->stdout_bytes, own_cgroup);
+}
+
+/* a sanitizer's allocator maps and unmaps memory as it likes (glibc's does not, for the
+ * spawner's few small blocks) */
+#if defined(__SANITIZE_ADDRESS__)
+# define SANITIZER_ALLOCATOR 1
+#elif defined(__has_feature)
+# if __has_feature (address_sanitizer)
+#  define SANITIZER_ALLOCATOR 1
+# endif
+#endif
+#ifndef SANITIZER_ALLOCATOR
+# define SANITIZER_ALLOCATOR 0
+#endif
+
+/* What the spawner calls, per spawn, as strace sees it: one clone, and none of what
+ * posix_spawn(3) called there at each spawn (7 prlimit64 for its file actions, a stack's
+ * mmap and munmap, 2 rt_sigprocmask around the clone) */
+static void
+test_spawner_calls (Fixture      *fx,
+                    gconstpointer data)
+{
+  const char *calls[] = { "clone", "prlimit64", "mmap", "munmap", "rt_sigprocmask" };
+  const char *true_argv[] = { "/bin/true", NULL };
+  g_autofree char *strace = g_find_program_in_path ("strace");
+  g_autofree char *out = g_build_filename (fx->dir, "strace.out", NULL);
+  g_autofree char *pid_text = g_strdup_printf ("%d", (int) fx->spawner);
+  g_autofree char *trace = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint counts[G_N_ELEMENTS (calls)] = { 0 };
+  g_autoptr(GError) error = NULL;
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  GPid tracer;
+  int wait_status;
+  const guint n_spawns = 4;
+
+  if (strace == NULL)
+    {
+      g_test_skip ("strace is not installed (tools/install-deps.sh installs it)");
+      return;
+    }
+  {
+    const char *argv[] = { strace, "-qq", "-o", out, "-e",
+                           "trace=clone,clone3,prlimit64,mmap,munmap,rt_sigprocmask",
+                           "-p", pid_text, NULL };
+
+    g_assert_true (g_spawn_async (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                  NULL, NULL, &tracer, &error));
+    g_assert_no_error (error);
+  }
+  /* until it traces the spawner */
+  for (;;)
+    {
+      g_autofree char *path = g_strdup_printf ("/proc/%d/status", (int) fx->spawner);
+      g_autofree char *text = NULL;
+      g_autofree char *line = NULL;
+
+      g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+      line = status_line (text, "TracerPid:");
+      if (atoi (line + strlen ("TracerPid:")) == tracer)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (10000);
+    }
+
+  for (guint i = 0; i < n_spawns; i++)
+    {
+      g_autoptr(ShimwatchSpawnResult) result = spawn_and_wait (true_argv, fx->dir, -1, 10000,
+                                                               &error);
+
+      g_assert_no_error (error);
+      g_assert_true (WIFEXITED (result->wait_status));
+      g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
+    }
+  /* strace detaches and writes what it saw */
+  g_assert_no_errno (kill (tracer, SIGTERM));
+  g_assert_cmpint (waitpid (tracer, &wait_status, 0), ==, tracer);
+  g_assert_true (g_file_get_contents (out, &trace, NULL, NULL));
+  g_assert_no_errno (g_unlink (out));
+
+  lines = g_strsplit (trace, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    for (guint c = 0; c < G_N_ELEMENTS (calls); c++)
+      if (g_str_has_prefix (lines[i], calls[c]) &&
+          (lines[i][strlen (calls[c])] == '(' ||
+           (c == 0 && g_str_has_prefix (lines[i], "clone3("))))
+        counts[c]++;
+  g_test_message ("strace of the spawner for %u spawns:\n%s", n_spawns, trace);
+  g_assert_cmpuint (counts[0], ==, n_spawns);
+  for (guint c = 1; c < G_N_ELEMENTS (calls); c++)
+    if (counts[c] != 0 && !(SANITIZER_ALLOCATOR && g_str_has_suffix (calls[c], "map")))
+      g_error ("the spawner called %s %u times for %u spawns", calls[c], counts[c], n_spawns);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -840,6 +996,8 @@ main (int    argc,
     { "spawner-descriptors", test_spawner_descriptors, TRUE },
     { "spawner-dies", test_spawner_dies, TRUE },
     { "spawner-stuck", test_spawner_stuck, TRUE },
+    { "child-state", test_child_state, FALSE },
+    { "spawner-calls", test_spawner_calls, TRUE },
   };
 
   g_test_init (&argc, &argv, NULL);
@@ -853,6 +1011,9 @@ main (int    argc,
         g_autofree char *path = NULL;
 
         if (cases[c].spawner_only && !modes[m].mode.spawner)
+          continue;
+        /* valgrind's own calls in the spawner would be counted */
+        if (cases[c].fn == test_spawner_calls && under_valgrind ())
           continue;
         path = g_strdup_printf ("/spawn/%s/%s", modes[m].name, cases[c].name);
         g_test_add (path, Fixture, &modes[m].mode, fixture_setup, cases[c].fn,

@@ -25,6 +25,8 @@ packages=(
   # the benchmark (bench/shimbench.py): the main loop's poll() calls are counted with
   # `perf stat`, and --perf profiles the service
   linux-perf
+  # the spawner's system calls per spawn are counted with strace (tests/test-spawn.c)
+  strace
 )
 
 missing=()
