@@ -318,19 +318,19 @@ shimwatch_commit_queue_flush (ShimwatchCommitQueue *queue)
   g_mutex_unlock (&queue->lock);
 }
 
-/* ready whenever this turn handed something over: the next turn starts with the batch */
+/* The turn has ended: what it handed over goes to the commit thread now, before the loop
+ * polls again. GLib prepares the sources on the context's thread before every poll, the
+ * context unlocked, this one first (G_PRIORITY_HIGH). It is never ready: a batch handed
+ * over from its dispatch, in the next iteration, cost an iteration of its own per turn
+ * that wrote anything (a ready source of G_PRIORITY_HIGH is dispatched alone), and held
+ * back by one iteration all else that was ready. */
 static gboolean
 turn_prepare (GSource *source,
               gint    *timeout)
 {
   *timeout = -1;
-  return !batch_is_empty (((TurnSource *) source)->queue->current);
-}
-
-static gboolean
-turn_check (GSource *source)
-{
-  return !batch_is_empty (((TurnSource *) source)->queue->current);
+  shimwatch_commit_queue_flush (((TurnSource *) source)->queue);
+  return FALSE;
 }
 
 static gboolean
@@ -338,13 +338,11 @@ turn_dispatch (GSource     *source,
                GSourceFunc  callback,
                gpointer     user_data)
 {
-  shimwatch_commit_queue_flush (((TurnSource *) source)->queue);
   return G_SOURCE_CONTINUE;
 }
 
 static GSourceFuncs turn_funcs = {
   .prepare = turn_prepare,
-  .check = turn_check,
   .dispatch = turn_dispatch,
 };
 
@@ -508,7 +506,7 @@ shimwatch_commit_queue_new (GMainContext *context)
   g_queue_init (&queue->batches);
   queue->turn_source = g_source_new (&turn_funcs, sizeof (TurnSource));
   ((TurnSource *) queue->turn_source)->queue = queue;
-  /* before anything else of the next turn: the sooner synced, the sooner signalled */
+  /* prepared before anything else: the sooner synced, the sooner signalled */
   g_source_set_priority (queue->turn_source, G_PRIORITY_HIGH);
   g_source_set_static_name (queue->turn_source, "shimwatch group commit");
   g_source_attach (queue->turn_source, queue->context);

@@ -5,8 +5,8 @@
  *
  * The main thread writes a file (a task record: a temp file renamed over the old one)
  * and hands the still-open descriptor and its directory to the queue. Everything handed
- * over during one turn of the main loop forms one batch; at the start of the next turn
- * the batch goes to the commit thread, which syncs each file once (fdatasync) and each
+ * over during one turn of the main loop forms one batch; as the turn ends, before the
+ * loop polls again, the batch goes to the commit thread, which syncs each file once (fdatasync) and each
  * directory whose entries changed once (fsync), however many files it holds. Then every
  * ticket of the batch is durable. Whoever must not act before a file is on disk (the
  * signal ledger, before it marks a signal sent) waits for its ticket, in its own thread;

@@ -1021,6 +1021,56 @@ test_ledger_unsent_reads_unsent (LedgerFixture *f,
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
 }
 
+static gboolean
+count_cb (gpointer user_data)
+{
+  (*(guint *) user_data)++;
+  return G_SOURCE_REMOVE;
+}
+
+/* A turn's batch goes to the commit thread as the turn ends, before the loop polls again:
+ * it costs no main-loop iteration of its own, and what else is ready is not held back by
+ * one. (Handed over from a G_PRIORITY_HIGH source's dispatch, it took the next iteration
+ * alone: a ready source of the highest priority is dispatched without the others.) */
+static void
+test_commit_no_iteration_of_its_own (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("swcommit-XXXXXX", &error);
+  g_autofree char *path = NULL;
+  g_autoptr(ShimwatchCommitQueue) queue = shimwatch_commit_queue_new (NULL);
+  g_autoptr(ShimwatchCommitTicket) ticket = NULL;
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  guint ran = 0;
+  int fd;
+
+  g_assert_no_error (error);
+  shimwatch_commit_queue_set_volatile (queue, FALSE);
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  /* a turn that writes a file, and has something else ready for the next */
+  path = g_build_filename (dir, "record", NULL);
+  fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (write (fd, "x", 1), ==, 1);
+  ticket = shimwatch_commit_queue_add (queue, fd, dir, NULL, NULL);
+  g_idle_add (count_cb, &ran);
+
+  /* one iteration: the idle runs, and the batch has gone to the thread, which syncs it
+   * with no more iteration of the loop */
+  g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (ran, ==, 1);
+  while (!shimwatch_commit_ticket_is_settled (ticket) && g_get_monotonic_time () < deadline)
+    g_usleep (1000);
+  g_assert_true (shimwatch_commit_ticket_is_settled (ticket));
+  g_assert_cmpuint (shimwatch_commit_ticket_get_batch (ticket), ==, 1);
+  g_assert_false (g_main_context_pending (NULL));
+
+  g_clear_pointer (&queue, shimwatch_commit_queue_free);
+  g_assert_no_errno (g_unlink (path));
+  g_assert_no_errno (g_rmdir (dir));
+}
+
 /* every record written in one turn of the main loop: one batch, each file synced once,
  * their directory once */
 static void
@@ -1722,6 +1772,8 @@ main (int    argc,
               test_ledger_unsent_reads_unsent, ledger_teardown);
   g_test_add ("/service/commit/one-batch-per-turn", LedgerFixture, NULL, ledger_setup,
               test_commit_one_batch_per_turn, ledger_teardown);
+  g_test_add_func ("/service/commit/no-iteration-of-its-own",
+                   test_commit_no_iteration_of_its_own);
   g_test_add ("/service/committer/in-order", LedgerFixture, NULL, ledger_setup,
               test_committer_in_order, ledger_teardown);
   g_test_add ("/service/committer/unsent-keeps-record", LedgerFixture, NULL, ledger_setup,
