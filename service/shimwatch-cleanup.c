@@ -970,6 +970,18 @@ shimwatch_cleanup_get_n_running (ShimwatchCleanup *self)
   return self->n_running;
 }
 
+/* what remover_start() made, once its thread has ended (or never started) */
+static void
+remover_free (Remover *remover)
+{
+  close (remover->done_fd);
+  g_ptr_array_unref (remover->todo);
+  g_ptr_array_unref (remover->done);
+  g_mutex_clear (&remover->lock);
+  g_cond_clear (&remover->wake);
+  g_free (remover);
+}
+
 static Remover *
 remover_start (ShimwatchCleanup *self)
 {
@@ -1004,11 +1016,7 @@ remover_start (ShimwatchCleanup *self)
       g_warning ("cleanup: cannot start its thread (%s): each removal takes a thread of "
                  "GLib's pool", error->message);
       g_clear_pointer (&self->done_watch, shimwatch_poller_watch_remove);
-      close (remover->done_fd);
-      g_ptr_array_unref (remover->todo);
-      g_ptr_array_unref (remover->done);
-      g_mutex_clear (&remover->lock);
-      g_cond_clear (&remover->wake);
+      remover_free (g_steal_pointer (&remover));
       return NULL;
     }
   return g_steal_pointer (&remover);
@@ -1026,12 +1034,7 @@ remover_stop (ShimwatchCleanup *self)
   g_mutex_unlock (&remover->lock);
   g_thread_join (remover->thread);
   g_clear_pointer (&self->done_watch, shimwatch_poller_watch_remove);
-  close (remover->done_fd);
-  g_ptr_array_unref (remover->todo);
-  g_ptr_array_unref (remover->done);
-  g_mutex_clear (&remover->lock);
-  g_cond_clear (&remover->wake);
-  g_free (remover);
+  remover_free (remover);
 }
 
 ShimwatchCleanup *
