@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "shimwatch-health-scheduler.h"
+#include "shimwatch-poller.h"
 
 struct _ShimwatchHealthTarget
 {
@@ -167,18 +168,6 @@ tick_cb (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-static gboolean
-timer_dispatch (GSource     *source,
-                GSourceFunc  callback,
-                gpointer     user_data)
-{
-  return callback (user_data);
-}
-
-static GSourceFuncs timer_funcs = {
-  .dispatch = timer_dispatch,
-};
-
 ShimwatchHealthTarget *
 shimwatch_health_scheduler_add (ShimwatchHealthScheduler *self,
                                 ShimwatchTaskClient      *client,
@@ -297,9 +286,8 @@ static void
 shimwatch_health_scheduler_init (ShimwatchHealthScheduler *self)
 {
   self->min_tick_ms = SHIMWATCH_HEALTH_MIN_TICK_MS;
-  self->timer = g_source_new (&timer_funcs, sizeof (GSource));
+  self->timer = shimwatch_timer_source_new (-1);
   g_source_set_name (self->timer, "ShimwatchHealthScheduler");
   g_source_set_callback (self->timer, tick_cb, self, NULL);
-  g_source_set_ready_time (self->timer, -1);
   g_source_attach (self->timer, g_main_context_get_thread_default ());
 }

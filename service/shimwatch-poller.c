@@ -381,3 +381,27 @@ shimwatch_poller_watch_remove (ShimwatchPollerWatch *watch)
   if (destroy != NULL)
     destroy (user_data);
 }
+
+/* -- the timer ---------------------------------------------------------------------------- */
+
+static gboolean
+timer_dispatch (GSource    *source,
+                GSourceFunc callback,
+                gpointer    user_data)
+{
+  g_return_val_if_fail (callback != NULL, G_SOURCE_REMOVE);
+  return callback (user_data);
+}
+
+static GSourceFuncs timer_funcs = {
+  .dispatch = timer_dispatch,   /* GLib dispatches it at its ready time: no prepare, check */
+};
+
+GSource *
+shimwatch_timer_source_new (gint64 ready_time)
+{
+  GSource *source = g_source_new (&timer_funcs, sizeof (GSource));
+
+  g_source_set_ready_time (source, ready_time);
+  return source;
+}

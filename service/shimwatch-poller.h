@@ -78,6 +78,17 @@ int                   shimwatch_poller_watch_get_fd     (ShimwatchPollerWatch  *
 /* Removes the watch: its callback is not called again, its destroy notify runs now. */
 void                  shimwatch_poller_watch_remove     (ShimwatchPollerWatch  *watch);
 
+/* A bare timer: a GSource with no descriptor and no prepare or check of its own, dispatched
+ * once its ready time (g_source_set_ready_time(), g_get_monotonic_time() µs; -1: never)
+ * has come. Its callback is a GSourceFunc, set with g_source_set_callback(); it may set
+ * the next ready time itself and return G_SOURCE_CONTINUE. Unlike g_timeout_source_new(),
+ * which re-arms itself one interval after every dispatch, it fires only when asked to:
+ * one source serves any number of times to come (a run's output check and deadline, a
+ * scheduler's ticks), re-armed without a source per time and without a wake-up of the
+ * context when re-armed from its own dispatch. @ready_time is set before the source is
+ * attached (a new ready time of an attached source wakes its context). */
+GSource              *shimwatch_timer_source_new        (gint64                 ready_time);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchPoller, shimwatch_poller_unref)
 
 G_END_DECLS

@@ -405,18 +405,6 @@ deadline (GTask *task)
                                  task, "[shimwatch] spawner kill grace");
 }
 
-static gboolean
-timer_dispatch (GSource     *source,
-                GSourceFunc  callback,
-                gpointer     user_data)
-{
-  return callback (user_data);
-}
-
-static GSourceFuncs timer_funcs = {
-  .dispatch = timer_dispatch,
-};
-
 /* the sooner of the run's two times still to come; 0: none */
 static gint64
 next_time (SpawnData *data)
@@ -1030,11 +1018,8 @@ started:
     data->deadline_at = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   if (next_time (data) != 0)
     {
-      GSource *timer = g_source_new (&timer_funcs, sizeof (GSource));
-
-      /* before it is attached: an attached source's new time wakes its context */
-      g_source_set_ready_time (timer, next_time (data));
-      data->timer = attach (task, timer, timer_cb, task, "[shimwatch] spawned process timer");
+      data->timer = attach (task, shimwatch_timer_source_new (next_time (data)), timer_cb,
+                            task, "[shimwatch] spawned process timer");
     }
 
 out:

@@ -3,7 +3,8 @@
  * ShimwatchPoller: many fds cost the main context one fd; readiness, end of file and
  * hang-ups reach the right callback; a watch removed during a dispatch (its own or another
  * of the same batch) is never called again, even when its fd number is reused at once; the
- * fds ready together are dispatched by their watches' priorities.
+ * fds ready together are dispatched by their watches' priorities. The bare timer source
+ * (shimwatch_timer_source_new()) fires at its ready time only.
  */
 #include "config.h"
 
@@ -664,6 +665,94 @@ test_refused_fd (void)
   close (fds[1]);
 }
 
+typedef struct {
+  GSource *source;
+  guint    calls;
+  gint64   ready_at;     /* the ready time it was armed for */
+  gint64   late_at;      /* when the dispatch came */
+  guint    rearm;        /* times left to re-arm itself from its dispatch */
+} Timer;
+
+static gboolean
+timer_cb (gpointer user_data)
+{
+  Timer *timer = user_data;
+
+  timer->calls++;
+  timer->late_at = g_get_monotonic_time ();
+  /* never before its time */
+  g_assert_cmpint (timer->late_at, >=, timer->ready_at);
+  if (timer->rearm > 0)
+    {
+      timer->rearm--;
+      timer->ready_at = g_get_monotonic_time () + 10 * 1000;
+      g_source_set_ready_time (timer->source, timer->ready_at);
+    }
+  else
+    g_source_set_ready_time (timer->source, -1);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+timer_called (gpointer data)
+{
+  return ((Timer *) data)->calls > 0;
+}
+
+static gboolean
+timer_called_4_times (gpointer data)
+{
+  return ((Timer *) data)->calls == 4;
+}
+
+/* shimwatch_timer_source_new(): a timer at -1 never fires; armed, it fires once its time
+ * has come (never before), as often as it is re-armed from its own dispatch, and not again
+ * once left at -1 (no interval of its own, unlike a GLib timeout) */
+static void
+test_timer_source (void)
+{
+  Timer timer = { 0 };
+  gboolean fired = FALSE;
+
+  timer.source = shimwatch_timer_source_new (-1);
+  g_source_set_callback (timer.source, timer_cb, &timer, NULL);
+  g_source_attach (timer.source, NULL);
+  g_timeout_add (50, set_flag_cb, &fired);
+  while (!fired)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (timer.calls, ==, 0);
+
+  timer.ready_at = g_get_monotonic_time () + 20 * 1000;
+  g_source_set_ready_time (timer.source, timer.ready_at);
+  wait_for (timer_called, &timer);
+  g_assert_cmpuint (timer.calls, ==, 1);
+
+  /* armed, then re-armed twice from its dispatch, then left at -1: 3 more calls */
+  timer.rearm = 2;
+  timer.ready_at = g_get_monotonic_time () + 10 * 1000;
+  g_source_set_ready_time (timer.source, timer.ready_at);
+  wait_for (timer_called_4_times, &timer);
+  g_assert_cmpint (g_source_get_ready_time (timer.source), ==, -1);
+  fired = FALSE;
+  g_timeout_add (50, set_flag_cb, &fired);
+  while (!fired)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (timer.calls, ==, 4);
+
+  /* a ready time set before it is attached holds (as the spawn's timer is made) */
+  g_source_destroy (timer.source);
+  g_source_unref (timer.source);
+  timer = (Timer) { .ready_at = g_get_monotonic_time () + 10 * 1000 };
+  timer.source = shimwatch_timer_source_new (timer.ready_at);
+  g_assert_cmpint (g_source_get_ready_time (timer.source), ==, timer.ready_at);
+  g_source_set_callback (timer.source, timer_cb, &timer, NULL);
+  g_source_attach (timer.source, NULL);
+  wait_for (timer_called, &timer);
+  g_assert_cmpuint (timer.calls, ==, 1);
+  g_source_destroy (timer.source);
+  g_source_unref (timer.source);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -681,6 +770,7 @@ main (int    argc,
   g_test_add_func ("/poller/no-wakeup-of-its-own", test_no_wakeup_of_its_own);
   g_test_add_func ("/poller/nested-iteration", test_nested_iteration);
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
+  g_test_add_func ("/poller/timer-source", test_timer_source);
 
   return g_test_run ();
 }
