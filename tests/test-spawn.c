@@ -263,6 +263,29 @@ assert_output (GBytes     *bytes,
                    expected, strlen (expected));
 }
 
+/* a run (stdin from /dev/null) that must succeed: no error, no deadline's kill, exit status
+ * 0, and exactly @expected_out and @expected_err as its outputs (NULL: not looked at) */
+static void
+spawn_expect_success (const char * const *argv,
+                      const char         *cwd,
+                      guint               timeout_ms,
+                      const char         *expected_out,
+                      const char         *expected_err)
+{
+  g_autoptr(ShimwatchSpawnResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+
+  result = spawn_and_wait (argv, cwd, -1, timeout_ms, &error);
+  g_assert_no_error (error);
+  g_assert_false (result->timed_out);
+  g_assert_true (WIFEXITED (result->wait_status));
+  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
+  if (expected_out != NULL)
+    assert_output (result->stdout_bytes, expected_out);
+  if (expected_err != NULL)
+    assert_output (result->stderr_bytes, expected_err);
+}
+
 /* working directory, environment, stdin from our descriptor, both outputs, exit status */
 static void
 test_run (Fixture      *fx,
@@ -293,15 +316,8 @@ test_stdin_null (Fixture      *fx,
                  gconstpointer data)
 {
   const char *argv[] = { "/bin/sh", "-c", "cat; echo done", NULL };
-  g_autoptr(ShimwatchSpawnResult) result = NULL;
-  g_autoptr(GError) error = NULL;
 
-  result = spawn_and_wait (argv, fx->dir, -1, 10000, &error);
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (result->wait_status));
-  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
-  assert_output (result->stdout_bytes, "done\n");
-  assert_output (result->stderr_bytes, "");
+  spawn_expect_success (argv, fx->dir, 10000, "done\n", "");
 }
 
 /* a descriptor of the service, even one without FD_CLOEXEC, never reaches the child: it
@@ -371,14 +387,9 @@ test_output_read_once (Fixture      *fx,
                        gconstpointer data)
 {
   const char *argv[] = { "/bin/sh", "-c", "echo first; echo oops >&2; echo second", NULL };
-  g_autoptr(ShimwatchSpawnResult) result = NULL;
-  g_autoptr(GError) error = NULL;
 
   g_atomic_int_set (&n_output_reads_empty, 0);
-  result = spawn_and_wait (argv, fx->dir, -1, 10000, &error);
-  g_assert_no_error (error);
-  assert_output (result->stdout_bytes, "first\nsecond\n");
-  assert_output (result->stderr_bytes, "oops\n");
+  spawn_expect_success (argv, fx->dir, 10000, "first\nsecond\n", "oops\n");
   g_assert_cmpint (g_atomic_int_get (&n_output_reads_empty), ==, 0);
 }
 
@@ -426,14 +437,9 @@ test_exit_before_deadline (Fixture      *fx,
                            gconstpointer data)
 {
   const char *argv[] = { "/bin/true", NULL };
-  g_autoptr(ShimwatchSpawnResult) result = NULL;
-  g_autoptr(GError) error = NULL;
 
-  result = spawn_and_wait (argv, fx->dir, -1, 60000, &error);
-  g_assert_no_error (error);
-  g_assert_false (result->timed_out);
-  g_assert_true (WIFEXITED (result->wait_status));
-  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
+  /* (spawn_and_wait() checks that nothing of the run, its deadline included, is left) */
+  spawn_expect_success (argv, fx->dir, 60000, NULL, NULL);
 }
 
 /* valgrind runs posix_spawn's CLONE_VFORK child as a fork, which cannot report a failed
@@ -680,8 +686,6 @@ test_spawner_stuck (Fixture      *fx,
 {
   const char *argv[] = { "/bin/sh", "-c", "exec sleep 60", NULL };
   const char *again[] = { "/bin/true", NULL };
-  g_autoptr(ShimwatchSpawnResult) result = NULL;
-  g_autoptr(GError) error = NULL;
   Outcome outcome = { 0 };
   gint64 started = g_get_monotonic_time ();
   gint64 elapsed_ms;
@@ -700,10 +704,7 @@ test_spawner_stuck (Fixture      *fx,
   g_assert_cmpint (errno, ==, ECHILD);
   fx->spawner = 0;
 
-  result = spawn_and_wait (again, fx->dir, -1, 10000, &error);
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (result->wait_status));
-  g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
+  spawn_expect_success (again, fx->dir, 10000, NULL, NULL);
 }
 
 /* -- the main loop's cost -------------------------------------------------------------- */
@@ -770,17 +771,7 @@ test_no_self_wakeup (Fixture      *fx,
   n_polls = n_self_wakeups = 0;
   g_main_context_set_poll_func (NULL, counting_poll);
   for (guint i = 0; i < n; i++)
-    {
-      g_autoptr(ShimwatchSpawnResult) result = NULL;
-      g_autoptr(GError) error = NULL;
-
-      result = spawn_and_wait (argv, fx->dir, -1, 10000, &error);
-      g_assert_no_error (error);
-      g_assert_true (WIFEXITED (result->wait_status));
-      g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
-      assert_output (result->stdout_bytes, "out\n");
-      assert_output (result->stderr_bytes, "err\n");
-    }
+    spawn_expect_success (argv, fx->dir, 10000, "out\n", "err\n");
   g_main_context_set_poll_func (NULL, NULL);
   g_test_message ("%u runs: %u main-loop iterations, %u of them woken by the context's "
                   "eventfd", n, n_polls, n_self_wakeups);
@@ -939,14 +930,7 @@ test_spawner_calls (Fixture      *fx,
     }
 
   for (guint i = 0; i < n_spawns; i++)
-    {
-      g_autoptr(ShimwatchSpawnResult) result = spawn_and_wait (true_argv, fx->dir, -1, 10000,
-                                                               &error);
-
-      g_assert_no_error (error);
-      g_assert_true (WIFEXITED (result->wait_status));
-      g_assert_cmpint (WEXITSTATUS (result->wait_status), ==, 0);
-    }
+    spawn_expect_success (true_argv, fx->dir, 10000, NULL, NULL);
   /* strace detaches and writes what it saw */
   g_assert_no_errno (kill (tracer, SIGTERM));
   g_assert_cmpint (waitpid (tracer, &wait_status, 0), ==, tracer);
