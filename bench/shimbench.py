@@ -627,6 +627,8 @@ class Shimwatch:
         self.config = os.path.join(ws.dir, "shimwatch.conf")
         with open(self.config, "w") as f:
             f.write(f"[Service]\nRuntimePath={runtimes};/usr/bin;/usr/sbin\n")
+            if os.environ.get("SHIMBENCH_CONCURRENCY"):
+                f.write(f"CleanupConcurrency={os.environ['SHIMBENCH_CONCURRENCY']}\n")
         self.log = open(os.path.join(ws.dir, "shimwatchd.log"), "a")
         self.bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
         self.proc = None

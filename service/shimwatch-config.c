@@ -41,12 +41,15 @@ get_string_list (GKeyFile    *file,
   return g_key_file_get_string_list (file, group, key, NULL, error);
 }
 
-/* `shim delete` forks runc and waits for it, so a slot is busy part of its time: two per
- * CPU keep every CPU working while hundreds of shims are cleaned up at once */
+/* `shim delete` forks runc and waits for it, and both Go programs wait in their start-up:
+ * a slot is busy only part of its time. With 200 runc shims killed at once on 2 CPUs, two
+ * slots per CPU left a fifth of the CPU time idle, and the last TaskDelete came at 0.8–1.0 ×
+ * containerd's (which runs every delete at once); four per CPU gave 0.6–0.75 ×, eight per
+ * CPU 0.9–1.3 ×, the deletes then getting in each other's way */
 guint
 shimwatch_config_default_cleanup_concurrency (void)
 {
-  return CLAMP (2 * g_get_num_processors (), 2, 256);
+  return CLAMP (4 * g_get_num_processors (), 4, 256);
 }
 
 ShimwatchConfig *

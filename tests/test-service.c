@@ -65,8 +65,8 @@ test_config (void)
   g_assert_cmpstr (config->state_dir, ==, "/var/lib/shimwatch");
   g_assert_cmpuint (config->cleanup_timeout_ms, ==, 5000);
   g_assert_true (g_strv_contains ((const char * const *) config->runtime_path, "/usr/bin"));
-  /* shim deletes at once: two per CPU, at least 2 */
-  g_assert_cmpuint (config->cleanup_concurrency, ==, MAX (2, 2 * g_get_num_processors ()));
+  /* shim deletes at once: four per CPU, at least 4 */
+  g_assert_cmpuint (config->cleanup_concurrency, ==, MAX (4, 4 * g_get_num_processors ()));
 
   /* a missing default file is fine, a missing named one is not */
   g_assert_true (shimwatch_config_load_file (config, missing, FALSE, &error));
