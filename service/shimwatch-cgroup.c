@@ -27,6 +27,7 @@ struct _ShimwatchCgroupHost
   GStrv                 mounts;          /* every hierarchy's mount point */
   int                  *mount_fds;       /* O_PATH of each, or -1 */
   char                 *unified_mount;   /* cgroup2's, or NULL (legacy) */
+  int                   unified;         /* its index in mounts, or -1 */
   char                 *own_cgroup;      /* under systemd only */
 };
 
@@ -60,6 +61,10 @@ shimwatch_cgroup_host_new (ShimwatchCgroupLayout  layout,
   for (guint i = 0; host->mounts[i] != NULL; i++)
     host->mount_fds[i] = open (host->mounts[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
   host->unified_mount = g_strdup (unified_mount);
+  host->unified = -1;
+  for (guint i = 0; unified_mount != NULL && host->mounts[i] != NULL; i++)
+    if (g_str_equal (host->mounts[i], unified_mount))
+      host->unified = (int) i;
   host->own_cgroup = g_strdup (own_cgroup);
   return host;
 }
@@ -631,26 +636,48 @@ shimwatch_cgroup_kill_at (const ShimwatchCgroupHost *host,
 }
 
 gboolean
+shimwatch_cgroup_exists_in (const ShimwatchCgroupHost *host,
+                            const char                *path,
+                            int                        hierarchy)
+{
+  g_autofree char *dir = NULL;
+  struct stat st;
+  int found;
+
+  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
+  g_return_val_if_fail (hierarchy >= 0 && (guint) hierarchy < g_strv_length (host->mounts), FALSE);
+
+  if (host->mount_fds[hierarchy] >= 0)
+    found = fstatat (host->mount_fds[hierarchy], path + 1, &st, AT_SYMLINK_NOFOLLOW);
+  else
+    found = lstat ((dir = g_build_filename (host->mounts[hierarchy], path, NULL)), &st);
+  /* anything but "not there" (a permission problem, say) counts as there */
+  return found == 0 || errno != ENOENT;
+}
+
+int
+shimwatch_cgroup_host_get_unified (const ShimwatchCgroupHost *host)
+{
+  return host->unified;
+}
+
+int
+shimwatch_cgroup_find (const ShimwatchCgroupHost *host,
+                       const char                *path)
+{
+  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), -1);
+
+  for (guint i = 0; host->mounts[i] != NULL; i++)
+    if (shimwatch_cgroup_exists_in (host, path, (int) i))
+      return (int) i;
+  return -1;
+}
+
+gboolean
 shimwatch_cgroup_exists (const ShimwatchCgroupHost *host,
                          const char                *path)
 {
-  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
-
-  for (guint i = 0; host->mounts[i] != NULL; i++)
-    {
-      g_autofree char *dir = NULL;
-      struct stat st;
-      int found;
-
-      if (host->mount_fds[i] >= 0)
-        found = fstatat (host->mount_fds[i], path + 1, &st, AT_SYMLINK_NOFOLLOW);
-      else
-        found = lstat ((dir = g_build_filename (host->mounts[i], path, NULL)), &st);
-      /* anything but "not there" (a permission problem, say) counts as there */
-      if (found == 0 || errno != ENOENT)
-        return TRUE;
-    }
-  return FALSE;
+  return shimwatch_cgroup_find (host, path) >= 0;
 }
 
 gboolean

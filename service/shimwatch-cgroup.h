@@ -111,6 +111,15 @@ int      shimwatch_cgroup_open_events  (const ShimwatchCgroupHost *host,
 /* is the cgroup there in any hierarchy? (a stat of each, nothing read) */
 gboolean shimwatch_cgroup_exists       (const ShimwatchCgroupHost *host,
                                         const char                *path);
+/* the first hierarchy that holds the cgroup (a stat of each up to it), or -1: none */
+int      shimwatch_cgroup_find         (const ShimwatchCgroupHost *host,
+                                        const char                *path);
+/* the index of cgroup2's hierarchy among them, or -1 (cgroup v1 alone) */
+int      shimwatch_cgroup_host_get_unified (const ShimwatchCgroupHost *host);
+/* is the cgroup still in @hierarchy, one shimwatch_cgroup_find() gave? (one stat) */
+gboolean shimwatch_cgroup_exists_in    (const ShimwatchCgroupHost *host,
+                                        const char                *path,
+                                        int                        hierarchy);
 /* does any process still run in the cgroup or below? */
 gboolean shimwatch_cgroup_is_populated (const ShimwatchCgroupHost *host,
                                         const char                *path);

@@ -106,6 +106,7 @@ typedef struct {
   ShimwatchCleanupResult     *result;
   ShimwatchCgroupHost        *cgroups;
   int                         cgroup_events;  /* the cgroup's cgroup.events, or -1 */
+  int                         cgroup_found_in;  /* the first hierarchy that held it */
   ShimwatchCleanupKilledFunc  killed;
   gpointer                    killed_data;
   ShimwatchPollerWatch       *pidfd_watch;
@@ -415,8 +416,12 @@ remove_cgroup (RunData  *data,
   guint killed;
 
   /* runc's delete removes the cgroup from every hierarchy: then there is nothing to kill,
-   * wait for or remove (each of which would look for it in every hierarchy again) */
-  if (!shimwatch_cgroup_exists (data->cgroups, request->cgroup_path))
+   * wait for or remove (each of which would look for it in every hierarchy again). It is
+   * looked for where it was found as the cleanup started, not in every hierarchy (ten
+   * failing stats per death on a hybrid host): a delete that failed left it there, and
+   * one that removed it there removed it everywhere, as a cgroup that outlives runc's
+   * rmdir holds a process, which is in the task's cgroup of every hierarchy runc made */
+  if (!shimwatch_cgroup_exists_in (data->cgroups, request->cgroup_path, data->cgroup_found_in))
     return TRUE;
   killed = shimwatch_cgroup_kill_at (data->cgroups, request->cgroup_path, data->cgroup_events);
   if (killed > 0)
@@ -912,6 +917,7 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   g_task_set_source_tag (task, shimwatch_cleanup_run_async);
   data = g_new0 (RunData, 1);
   data->cgroup_events = -1;
+  data->cgroup_found_in = -1;
   data->request = request;
   data->result = g_new0 (ShimwatchCleanupResult, 1);
   data->killed = killed;
@@ -921,14 +927,21 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   self->n_running++;
   log_step (request, G_LOG_LEVEL_INFO, "cleanup started");
 
-  /* a cgroup in no hierarchy (gone with its container, or never made by the runtime)
-   * holds nothing: it is not killed, polled or removed (each of which would look for it
-   * in every hierarchy, several times per death) */
-  if (request->cgroup_path != NULL && !shimwatch_cgroup_exists (self->cgroups, request->cgroup_path))
-    g_clear_pointer (&request->cgroup_path, g_free);
-  /* read at least twice (after the kill, once the init is dead): opened once */
+  /* cgroup2's cgroup.events, read at least twice (after the kill, once the init is
+   * dead): opened once. Opened, it says the cgroup is there, in cgroup2's hierarchy. A
+   * cgroup in no hierarchy (gone with its container, or never made by the runtime) holds
+   * nothing: it is not killed, polled or removed (each of which would look for it in
+   * every hierarchy, several times per death) */
   if (request->cgroup_path != NULL)
-    data->cgroup_events = shimwatch_cgroup_open_events (self->cgroups, request->cgroup_path);
+    {
+      data->cgroup_events = shimwatch_cgroup_open_events (self->cgroups, request->cgroup_path);
+      if (data->cgroup_events >= 0)
+        data->cgroup_found_in = shimwatch_cgroup_host_get_unified (self->cgroups);
+      if (data->cgroup_found_in < 0)
+        data->cgroup_found_in = shimwatch_cgroup_find (self->cgroups, request->cgroup_path);
+      if (data->cgroup_found_in < 0)
+        g_clear_pointer (&request->cgroup_path, g_free);
+    }
 
   /* the shim is gone: what runs in the task's cgroup (the init's children too, when the
    * container has no PID namespace of its own) dies with the init, found without looking

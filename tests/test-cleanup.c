@@ -14,6 +14,8 @@
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/ucontext.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/vfs.h>
@@ -343,6 +345,156 @@ test_cgroup_removed (Fixture       *fixture,
     g_assert_false (g_file_test (g_ptr_array_index (dirs, i), G_FILE_TEST_EXISTS));
   /* the parent is the manager's to remove, when no CreateTask needs it */
   g_assert_true (g_file_test (parent, G_FILE_TEST_IS_DIR));
+}
+
+/* -- a cgroup gone with runc's delete is looked for once --------------------------------- */
+
+#define N_HIERARCHIES 10
+
+#if defined(__x86_64__)
+static volatile gint n_cgroup_stats;
+
+/* SIGSYS of the seccomp filter: newfstatat(2) of a task's cgroup counted (its path, from
+ * a hierarchy's directory, starts with "shimwatch/"), and done as statx(2) */
+static void
+count_cgroup_stat (int        sig,
+                   siginfo_t *info,
+                   void      *context)
+{
+  ucontext_t *uc = context;
+  int dfd = (int) uc->uc_mcontext.gregs[REG_RDI];
+  const char *name = (const char *) uc->uc_mcontext.gregs[REG_RSI];
+  struct stat *st = (struct stat *) uc->uc_mcontext.gregs[REG_RDX];
+  int flags = (int) uc->uc_mcontext.gregs[REG_R10];
+  int saved_errno = errno;
+  struct statx stx;
+  long result;
+
+  if (name != NULL && strncmp (name, "shimwatch/", strlen ("shimwatch/")) == 0)
+    n_cgroup_stats++;
+  result = syscall (__NR_statx, dfd, name, flags, STATX_BASIC_STATS, &stx);
+  if (result == 0)
+    {
+      memset (st, 0, sizeof *st);
+      st->st_dev = makedev (stx.stx_dev_major, stx.stx_dev_minor);
+      st->st_ino = stx.stx_ino;
+      st->st_mode = stx.stx_mode;
+      st->st_nlink = stx.stx_nlink;
+      st->st_uid = stx.stx_uid;
+      st->st_gid = stx.stx_gid;
+      st->st_rdev = makedev (stx.stx_rdev_major, stx.stx_rdev_minor);
+      st->st_size = (off_t) stx.stx_size;
+      st->st_blksize = (blksize_t) stx.stx_blksize;
+      st->st_blocks = (blkcnt_t) stx.stx_blocks;
+      st->st_atim = (struct timespec) { stx.stx_atime.tv_sec, stx.stx_atime.tv_nsec };
+      st->st_mtim = (struct timespec) { stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec };
+      st->st_ctim = (struct timespec) { stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec };
+    }
+  uc->uc_mcontext.gregs[REG_RAX] = result < 0 ? -errno : result;
+  errno = saved_errno;
+}
+#endif
+
+/* The cgroup of a dead shim's task, removed by runc's delete (from every hierarchy), was
+ * looked for in each hierarchy by the removal, one failing stat per hierarchy: ten per
+ * death on a hybrid host, and once more on the main thread as the cleanup started. Its
+ * cgroup.events, opened at the start, says it is there, in cgroup2's hierarchy; the
+ * removal looks for it there alone: one stat per task, with ten hierarchies. A cgroup
+ * that a failed delete left (`shim delete` succeeds anyway) is still found, and goes
+ * from every hierarchy. */
+static void
+test_cgroup_gone_looked_for_once (Fixture       *fixture,
+                                  gconstpointer  data)
+{
+#if defined(__x86_64__) && defined(__NR_newfstatat)
+  const long stat_call[] = { __NR_newfstatat };
+  struct sigaction action = { .sa_sigaction = count_cgroup_stat, .sa_flags = SA_SIGINFO };
+  const char *mounts[N_HIERARCHIES + 1] = { NULL };
+  g_autofree char *dirs[N_HIERARCHIES] = { NULL };
+  g_autoptr(ShimwatchCgroupHost) host = NULL;
+  g_autoptr(ShimwatchCleanup) cleanup = NULL;
+  g_autofree char *events = NULL;
+  ShimwatchCleanupRequest *gone, *left;
+  gint stats_gone;
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_assert_no_errno (sigaction (SIGSYS, &action, NULL));
+  /* before the cleanup starts its thread: the filter is inherited by threads made later */
+  g_assert_true (shimwatch_test_filter_syscalls (stat_call, 1, SECCOMP_RET_TRAP));
+  for (guint i = 0; i < N_HIERARCHIES; i++)
+    {
+      dirs[i] = g_strdup_printf ("%s/hierarchy%u", fixture->root, i);
+      g_assert_no_errno (g_mkdir (dirs[i], 0755));
+      mounts[i] = dirs[i];
+    }
+  /* the last one as cgroup2's, as on a hybrid host */
+  host = shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_HYBRID, mounts,
+                                    dirs[N_HIERARCHIES - 1], NULL,
+                                    SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  cleanup = shimwatch_cleanup_new (fixture->launcher, host, CONCURRENCY);
+
+  gone = prepare (fixture, "gone", NO_CGROUP);
+  gone->cgroup_path = g_strdup ("/shimwatch/default/gone");
+  left = prepare (fixture, "left", NO_CGROUP);
+  left->cgroup_path = g_strdup ("/shimwatch/default/left");
+  for (guint i = 0; i < N_HIERARCHIES; i++)
+    {
+      g_autofree char *one = g_build_filename (dirs[i], gone->cgroup_path, NULL);
+      g_autofree char *other = g_build_filename (dirs[i], left->cgroup_path, "inner", NULL);
+
+      g_assert_no_errno (g_mkdir_with_parents (one, 0755));
+      g_assert_no_errno (g_mkdir_with_parents (other, 0755));
+    }
+  events = g_build_filename (dirs[N_HIERARCHIES - 1], gone->cgroup_path, "cgroup.events", NULL);
+  g_assert_true (g_file_set_contents (events, "populated 0\nfrozen 0\n", -1, NULL));
+
+  /* its cgroup.events (cgroup2) says it is there at the start: no stat; runc's delete
+   * removes it from every hierarchy before the removal (which is handed to its thread
+   * when the loop next turns), which looks for it in cgroup2's alone */
+  fixture->pending++;
+  shimwatch_cleanup_run_async (cleanup, gone, NULL, NULL, done_cb, fixture);
+  g_assert_no_errno (g_unlink (events));
+  for (guint i = 0; i < N_HIERARCHIES; i++)
+    {
+      g_autofree char *one = g_build_filename (dirs[i], "shimwatch", "default", "gone", NULL);
+
+      g_assert_no_errno (g_rmdir (one));
+    }
+  wait_done (fixture);
+  stats_gone = g_atomic_int_get (&n_cgroup_stats);
+  g_test_message ("stats of a cgroup runc removed, with %u hierarchies: %d", N_HIERARCHIES,
+                  stats_gone);
+  g_assert_cmpint (stats_gone, ==, 1);
+
+  /* a delete that failed left it (and a child) everywhere: it goes from every hierarchy */
+  fixture->pending++;
+  shimwatch_cleanup_run_async (cleanup, left, NULL, NULL, done_cb, fixture);
+  wait_done (fixture);
+  for (guint i = 0; i < N_HIERARCHIES; i++)
+    {
+      g_autofree char *one = g_build_filename (dirs[i], "shimwatch", "default", "left", NULL);
+
+      g_assert_false (g_file_test (one, G_FILE_TEST_EXISTS));
+    }
+  g_clear_object (&cleanup);
+  /* the tear-down's rm(1) would die of the filter (a handler does not survive exec) */
+  {
+    g_autofree char *parent = g_path_get_dirname (fixture->root);
+    g_autofree char *base = g_path_get_basename (fixture->root);
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
+    g_assert_no_error (error);
+  }
+  exit (0);
+#else
+  g_test_skip ("the newfstatat(2) counter is written for x86_64");
+#endif
 }
 
 /* -- a task directory removed without a stat per entry ------------------------------------ */
@@ -712,6 +864,8 @@ main (int    argc,
   g_test_add_func ("/cleanup/remove-tree/mount-below", test_remove_tree_mount_below);
   g_test_add ("/cleanup/cgroup-removed", Fixture, NULL, fixture_set_up, test_cgroup_removed,
               fixture_tear_down);
+  g_test_add ("/cleanup/cgroup-gone-looked-for-once", Fixture, NULL, fixture_set_up,
+              test_cgroup_gone_looked_for_once, fixture_tear_down);
   /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
   if (g_getenv ("SHIMWATCH_TEST_REAL_CGROUP") != NULL)
     {
