@@ -17,9 +17,27 @@ struct _ShimwatchPublisher
   ShimwatchRecordCommitter *committer;
   GDBusConnection       *connection;
   guint                  filter_id;
+  GPtrArray             *kept_types;   /* GVariant: one empty value of each type below */
 };
 
 G_DEFINE_TYPE (ShimwatchPublisher, shimwatch_publisher, G_TYPE_OBJECT)
+
+/* GLib keeps what it knows of a container type (each member's size, alignment and
+ * offset, worked out from the type string) only while a value of that type exists, and
+ * works it out again, with a dozen allocations, for the next one. Every message of a
+ * death went through that: GDBus builds each one's header fields as an a{yv} (and reads
+ * those of incoming messages as one), and the bodies of the lifecycle signals,
+ * PropertiesChanged and InterfacesRemoved are values of their own types, gone as soon
+ * as they are sent. One empty value of each type (Nothing of its maybe type), kept as
+ * long as the publisher, keeps that knowledge for every thread. */
+static const char * const kept_types[] = {
+  "a{yv}",              /* every message's header fields */
+  "(osssuut)",          /* TaskExit, TaskDelete */
+  "(ossu)",             /* ShimDisconnected */
+  "(sa{sv}as)",         /* PropertiesChanged (and a{sv}, as) */
+  "(oas)",              /* InterfacesRemoved */
+  "(oa{sa{sv}})",       /* InterfacesAdded */
+};
 
 ShimwatchPublisher *
 shimwatch_publisher_new (ShimwatchDbusManager *signals,
@@ -84,6 +102,28 @@ shimwatch_publisher_emit (ShimwatchPublisher *self,
     g_debug ("%s not sent: %s", member, error->message);
 }
 
+GVariant *
+shimwatch_publisher_task_exit_args (const char *path,
+                                    const char *namespace_,
+                                    const char *id,
+                                    guint32     pid,
+                                    guint32     exit_status,
+                                    guint64     exited_at)
+{
+  /* the members as they are: no format string parsed, no va_list walked */
+  GVariant *members[] = {
+    g_variant_new_object_path (path),
+    g_variant_new_string (namespace_),
+    g_variant_new_string (id),
+    g_variant_new_string (id),
+    g_variant_new_uint32 (pid),
+    g_variant_new_uint32 (exit_status),
+    g_variant_new_uint64 (exited_at),
+  };
+
+  return g_variant_new_tuple (members, G_N_ELEMENTS (members));
+}
+
 ShimwatchSignalLedger *
 shimwatch_publisher_get_ledger (ShimwatchPublisher *self)
 {
@@ -125,6 +165,7 @@ shimwatch_publisher_finalize (GObject *object)
   g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
   g_clear_object (&self->history);
   g_free (self->records_dir);
+  g_ptr_array_unref (self->kept_types);
   G_OBJECT_CLASS (shimwatch_publisher_parent_class)->finalize (object);
 }
 
@@ -138,4 +179,10 @@ static void
 shimwatch_publisher_init (ShimwatchPublisher *self)
 {
   self->ledger = shimwatch_signal_ledger_new (SHIMWATCH_DBUS_MANAGER_IFACE);
+  self->kept_types = g_ptr_array_new_full (G_N_ELEMENTS (kept_types),
+                                           (GDestroyNotify) g_variant_unref);
+  for (guint i = 0; i < G_N_ELEMENTS (kept_types); i++)
+    g_ptr_array_add (self->kept_types,
+                     g_variant_ref_sink (g_variant_new_maybe (G_VARIANT_TYPE (kept_types[i]),
+                                                              NULL)));
 }

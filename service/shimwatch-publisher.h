@@ -36,6 +36,14 @@ ShimwatchDbusManager  *shimwatch_publisher_get_signals     (ShimwatchPublisher  
 void                   shimwatch_publisher_emit            (ShimwatchPublisher   *self,
                                                             const char           *member,
                                                             GVariant             *parameters);
+/* TaskExit's and TaskDelete's arguments, (osssuut), floating: the task's object path,
+ * namespace, id (container and exec id), pid, exit status and time */
+GVariant              *shimwatch_publisher_task_exit_args  (const char           *path,
+                                                            const char           *namespace_,
+                                                            const char           *id,
+                                                            guint32               pid,
+                                                            guint32               exit_status,
+                                                            guint64               exited_at);
 ShimwatchSignalLedger *shimwatch_publisher_get_ledger      (ShimwatchPublisher   *self);
 const char            *shimwatch_publisher_get_records_dir (ShimwatchPublisher   *self);
 ShimwatchRecordCommitter *shimwatch_publisher_get_committer (ShimwatchPublisher   *self);

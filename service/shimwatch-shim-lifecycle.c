@@ -217,8 +217,9 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
                       exit_status, reason);
   before_signal (self, member, "exit-prepared", "exit-emitted");
   shimwatch_publisher_emit (self->services.publisher, member,
-                            g_variant_new ("(osssuut)", self->path, self->namespace_, self->id,
-                                           self->id, pid, exit_status, (guint64) exited_at));
+                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
+                                                                self->id, pid, exit_status,
+                                                                (guint64) exited_at));
   shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
@@ -242,10 +243,11 @@ emit_task_delete_and_finish (ShimwatchShim *self,
                           self->exit.pid, self->exit.exit_status);
       before_signal (self, member, "delete-prepared", "delete-emitted");
       shimwatch_publisher_emit (self->services.publisher, member,
-                                g_variant_new ("(osssuut)", self->path, self->namespace_,
-                                               self->id, self->id, self->exit.pid,
-                                               self->exit.exit_status,
-                                               (guint64) self->exit.exited_at));
+                                shimwatch_publisher_task_exit_args (self->path,
+                                                                    self->namespace_, self->id,
+                                                                    self->exit.pid,
+                                                                    self->exit.exit_status,
+                                                                    (guint64) self->exit.exited_at));
       shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
     }
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went

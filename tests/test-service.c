@@ -23,6 +23,7 @@
 #include "shimwatch-error.h"
 #include "shimwatch-fair-queue.h"
 #include "shimwatch-file.h"
+#include "shimwatch-publisher.h"
 #include "shimwatch-record-committer.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim-state.h"
@@ -30,6 +31,8 @@
 #include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
 #include "shimwatch-test-seccomp.h"
+
+#include "shimwatch-test-malloc.h"
 
 static char *
 write_config (const char *dir,
@@ -1746,6 +1749,74 @@ test_fair_queue_limits (void)
   g_assert_cmpuint (uid, ==, 1000);
 }
 
+
+/* -- a death's signals allocate no type of their own ------------------------------------ */
+
+#ifdef SHIMWATCH_TEST_MALLOC_COUNT
+#define N_MESSAGES 20
+#define PER_MESSAGE_MAX 64
+
+/* allocations per TaskDelete message, as GDBus makes it on the emitting thread: the
+ * body, the message, its header fields and its bytes */
+static guint
+mallocs_per_task_delete (guint n)
+{
+  guint before = n_mallocs;
+
+  malloc_counting = TRUE;
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(GDBusMessage) message = g_dbus_message_new_signal (LEDGER_SUBJECT, LEDGER_IFACE,
+                                                                   "TaskDelete");
+      g_autoptr(GError) error = NULL;
+      g_autofree guchar *blob = NULL;
+      gsize size;
+
+      g_dbus_message_set_body (message,
+                               shimwatch_publisher_task_exit_args (LEDGER_SUBJECT, "ns", "t1",
+                                                                   42 + i, 137,
+                                                                   1700000000000000));
+      blob = g_dbus_message_to_blob (message, &size, G_DBUS_CAPABILITY_FLAGS_NONE, &error);
+      g_assert_no_error (error);
+    }
+  malloc_counting = FALSE;
+  return (n_mallocs - before) / n;
+}
+
+/* GLib keeps what it knows of a container type only while a value of the type exists:
+ * each signal of a death worked it out again (allocations, and a lock) for its body's
+ * type and for the a{yv} of its header fields, and dropped it once sent. The publisher
+ * keeps one value of each: with it, a TaskDelete's message costs 62 allocations on
+ * Debian 12's GLib 2.74, 68 without (the old code). Counted without a connection: no
+ * other thread handles a message (and holds its types) meanwhile. */
+static void
+test_publisher_types_kept (void)
+{
+  g_autoptr(ShimwatchDbusManager) manager = shimwatch_dbus_manager_skeleton_new ();
+  g_autoptr(ShimwatchPublisher) publisher = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("swpublisher-XXXXXX", NULL);
+  guint per_message;
+
+  g_assert_nonnull (dir);
+  /* valgrind replaces malloc() wherever it is, this one too: there the count is not
+   * taken (the unit suite takes it; valgrind's run checks the memory) */
+  if (mallocs_per_task_delete (1) == 0)
+    {
+      g_test_message ("malloc() is not this test's own here (valgrind): nothing counted");
+      g_assert_no_errno (g_rmdir (dir));
+      return;
+    }
+  publisher = shimwatch_publisher_new (manager, dir, NULL);
+  /* what GLib makes once */
+  mallocs_per_task_delete (1);
+  per_message = mallocs_per_task_delete (N_MESSAGES);
+  g_test_message ("allocations per TaskDelete message: %u", per_message);
+  g_assert_cmpuint (per_message, <=, PER_MESSAGE_MAX);
+  g_clear_object (&publisher);
+  g_assert_no_errno (g_rmdir (dir));
+}
+#endif
+
 int
 main (int    argc,
       char **argv)
@@ -1784,5 +1855,8 @@ main (int    argc,
               test_committer_tmpfs_does_not_wait, ledger_teardown);
   g_test_add ("/service/committer/takes-settled-at-once", LedgerFixture, "tmpfs", ledger_setup,
               test_committer_takes_settled_at_once, ledger_teardown);
+#ifdef SHIMWATCH_TEST_MALLOC_COUNT
+  g_test_add_func ("/service/publisher/types-kept", test_publisher_types_kept);
+#endif
   return g_test_run ();
 }
