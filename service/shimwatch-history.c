@@ -198,7 +198,9 @@ shimwatch_history_sync (ShimwatchHistory *self)
 /* -- events --------------------------------------------------------------------------- */
 
 /* An event as GetHistory gives it, kept as plain fields: the a{sv} is built only when
- * GetHistory asks (a death adds four events; GetHistory is rare). Strings are UTF-8. */
+ * GetHistory asks (a death adds four events; GetHistory is rare). Strings are UTF-8,
+ * kept in the entry's own block: one allocation per event, and one free when it goes
+ * out of the memory's capacity (which, once full, is at every event). */
 typedef struct {
   guint64  time;
   char    *event;
@@ -209,22 +211,66 @@ typedef struct {
   gboolean has_exit_status;
   guint32  exit_status;
   char    *reason;           /* NULL: none */
+  char     strings[];        /* event, namespace, id and reason, each NUL-terminated */
 } Entry;
 
 static void
 entry_free (Entry *entry)
 {
-  g_free (entry->event);
-  g_free (entry->namespace_);
-  g_free (entry->id);
-  g_free (entry->reason);
   g_free (entry);
 }
 
-static char *
-valid_copy (const char *value)
+/* @value as it is when valid UTF-8 (ours always are), else a valid copy in @made */
+static const char *
+valid (const char  *value,
+       char       **made)
 {
-  return g_utf8_validate (value, -1, NULL) ? g_strdup (value) : g_utf8_make_valid (value, -1);
+  if (value == NULL || g_utf8_validate (value, -1, NULL))
+    return value;
+  return *made = g_utf8_make_valid (value, -1);
+}
+
+static char *
+put_string (char       **at,
+            const char  *value)
+{
+  char *start = *at;
+  gsize size = strlen (value) + 1;
+
+  memcpy (start, value, size);
+  *at += size;
+  return start;
+}
+
+/* the strings are made valid UTF-8; @reason may be NULL */
+static Entry *
+entry_new (guint64     time,
+           const char *event,
+           const char *namespace_,
+           const char *id,
+           const char *reason)
+{
+  g_autofree char *valid_event = NULL;
+  g_autofree char *valid_namespace = NULL;
+  g_autofree char *valid_id = NULL;
+  g_autofree char *valid_reason = NULL;
+  Entry *entry;
+  char *at;
+
+  event = valid (event, &valid_event);
+  namespace_ = valid (namespace_, &valid_namespace);
+  id = valid (id, &valid_id);
+  reason = valid (reason, &valid_reason);
+  entry = g_malloc0 (sizeof (Entry) + strlen (event) + strlen (namespace_) + strlen (id) +
+                     (reason != NULL ? strlen (reason) + 1 : 0) + 3);
+  at = entry->strings;
+  entry->time = time;
+  entry->event = put_string (&at, event);
+  entry->namespace_ = put_string (&at, namespace_);
+  entry->id = put_string (&at, id);
+  if (reason != NULL)
+    entry->reason = put_string (&at, reason);
+  return entry;
 }
 
 /* the entry's a{sv}: time, event, namespace, id, then pid, exit_status and reason where
@@ -346,17 +392,12 @@ shimwatch_history_add (ShimwatchHistory            *self,
   g_return_if_fail (event->event != NULL && event->namespace_ != NULL && event->id != NULL);
 
   time = (guint64) (event->time != 0 ? event->time : g_get_real_time ());
-  entry = g_new0 (Entry, 1);
-  entry->time = time;
-  entry->event = valid_copy (event->event);
-  entry->namespace_ = valid_copy (event->namespace_);
-  entry->id = valid_copy (event->id);
+  entry = entry_new (time, event->event, event->namespace_, event->id,
+                     event->reason != NULL && event->reason[0] != '\0' ? event->reason : NULL);
   entry->has_pid = TRUE;
   entry->pid = event->pid;
   entry->has_exit_status = event->has_exit_status;
   entry->exit_status = event->exit_status;
-  if (event->reason != NULL && event->reason[0] != '\0')
-    entry->reason = valid_copy (event->reason);
   keep (self, entry);
 
   if (self->path == NULL)
@@ -489,30 +530,24 @@ parse_line (const char *line)
   const char *event;
   const char *namespace_;
   const char *id;
-  const char *reason;
+  const char *reason = NULL;
+  guint64 time;
 
   if (strlen (line) > LINE_MAX_LENGTH || !shallow (line))
     return NULL;
   parsed = g_variant_parse (G_VARIANT_TYPE_VARDICT, line, NULL, NULL, NULL);
   if (parsed == NULL)
     return NULL;
-  entry = g_new0 (Entry, 1);
   /* the parser gives valid UTF-8 strings only */
-  if (!g_variant_lookup (parsed, "time", "t", &entry->time) ||
+  if (!g_variant_lookup (parsed, "time", "t", &time) ||
       !g_variant_lookup (parsed, "event", "&s", &event) ||
       !g_variant_lookup (parsed, "namespace", "&s", &namespace_) ||
       !g_variant_lookup (parsed, "id", "&s", &id))
-    {
-      g_free (entry);
-      return NULL;
-    }
-  entry->event = g_strdup (event);
-  entry->namespace_ = g_strdup (namespace_);
-  entry->id = g_strdup (id);
+    return NULL;
+  g_variant_lookup (parsed, "reason", "&s", &reason);
+  entry = entry_new (time, event, namespace_, id, reason);
   entry->has_pid = g_variant_lookup (parsed, "pid", "u", &entry->pid);
   entry->has_exit_status = g_variant_lookup (parsed, "exit_status", "u", &entry->exit_status);
-  if (g_variant_lookup (parsed, "reason", "&s", &reason))
-    entry->reason = g_strdup (reason);
   return entry;
 }
 
