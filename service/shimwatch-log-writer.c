@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "shimwatch-log-writer.h"
+#include "shimwatch-logging.h"
 #include "shimwatch-write.h"
 
 /* the levels GLib writes to stderr, and those it starts with a blank line */
@@ -241,7 +242,7 @@ shimwatch_log_writer (GLogLevelFlags   level,
   for (gsize i = 0; i < n_fields && domain == NULL; i++)
     if (strcmp (fields[i].key, "GLIB_DOMAIN") == 0)
       domain = fields[i].value;
-  if (g_log_writer_default_would_drop (level, domain))
+  if (shimwatch_log_would_drop (level, domain))
     return G_LOG_WRITER_HANDLED;
   /* lines GLib treats in ways of its own: GLib's writer */
   if ((level & writer.fatal) != 0 || (to_stderr ? writer.tty_err : writer.tty_out))

@@ -80,6 +80,34 @@ shimwatch_log_level_of_output (const char *text)
   return any ? G_LOG_LEVEL_INFO : G_LOG_LEVEL_MESSAGE;
 }
 
+static gint messages_debug = 0;     /* 0: not read yet, 1: G_MESSAGES_DEBUG unset, 2: set */
+
+void
+shimwatch_log_reread_environment (void)
+{
+  g_atomic_int_set (&messages_debug, 0);
+}
+
+gboolean
+shimwatch_log_would_drop (GLogLevelFlags  level,
+                          const char     *log_domain)
+{
+  gint state;
+
+  /* what GLib may drop: info and debug lines, unless debug output was turned on */
+  if ((level & G_LOG_LEVEL_MASK & ~(G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)) != 0 ||
+      (level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)) == 0 || g_log_get_debug_enabled ())
+    return g_log_writer_default_would_drop (level, log_domain);
+  state = g_atomic_int_get (&messages_debug);
+  if (state == 0)
+    {
+      state = g_getenv ("G_MESSAGES_DEBUG") == NULL ? 1 : 2;
+      g_atomic_int_set (&messages_debug, state);
+    }
+  /* set, it names the domains: GLib's own answer */
+  return state == 1 || g_log_writer_default_would_drop (level, log_domain);
+}
+
 /* the journal's priority of a GLib level, as g_log_structured() gives it */
 static const char *
 level_to_priority (GLogLevelFlags level)
@@ -117,7 +145,7 @@ shimwatch_log_task_full (const char             *log_domain,
   va_list args;
 
   /* an info or debug line nobody asked for costs nothing: a death logs several */
-  if (g_log_writer_default_would_drop (level, log_domain))
+  if (shimwatch_log_would_drop (level, log_domain))
     return;
 
   /* "<prefix><namespace>/<id>: <text>", formatted once */

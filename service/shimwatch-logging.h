@@ -34,6 +34,15 @@ const char *shimwatch_log_message_id (const char *event);
  * signal loop" each time), MESSAGE for anything else */
 GLogLevelFlags shimwatch_log_level_of_output (const char *text);
 
+/* g_log_writer_default_would_drop(), without a getenv(3) per info or debug line: GLib
+ * reads G_MESSAGES_DEBUG at each call, a walk of the environment; it is read once here
+ * (the service never changes it). g_log_set_debug_enabled() counts at once, as with
+ * GLib's. A program that changes G_MESSAGES_DEBUG (a test) says so with
+ * shimwatch_log_reread_environment(). */
+gboolean    shimwatch_log_would_drop (GLogLevelFlags          level,
+                                      const char             *log_domain);
+void        shimwatch_log_reread_environment (void);
+
 void        shimwatch_log_task_full  (const char             *log_domain,
                                       GLogLevelFlags          level,
                                       const char             *file,

@@ -5,6 +5,7 @@
 
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-crash-point.h"
+#include "shimwatch-logging.h"
 
 /* a record the commit thread does not sync within this time is marked anyway (it is in
  * the page cache, which is all a restart of the service needs), with a warning: a hung
@@ -160,7 +161,7 @@ settle_all (ShimwatchSignalLedger *ledger,
         g_warning ("%s of %s was not written to the bus; its record says so, and the next "
                    "start of the service sends it", entry->member, entry->subject);
       /* g_debug() formats before anyone decides to drop it: not at every death */
-      else if (!g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
+      else if (!shimwatch_log_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
         g_debug ("%s of %s went out%s", entry->member, entry->subject,
                  entry->commit != NULL ? " with its record marked" : "");
       if (entry->settled != NULL)

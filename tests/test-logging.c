@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,6 +23,26 @@
 #include "shimwatch-write.h"
 
 #define G_LOG_DOMAIN_TEST "ShimwatchTest"
+
+/* getenv(3) of the process, G_MESSAGES_DEBUG's calls counted: the executable's own comes
+ * before libc's for GLib's g_getenv() too */
+extern char **environ;
+static guint n_messages_debug_reads;
+
+char *getenv (const char *name);
+
+char *
+getenv (const char *name)
+{
+  gsize length = strlen (name);
+
+  if (strcmp (name, "G_MESSAGES_DEBUG") == 0)
+    g_atomic_int_inc (&n_messages_debug_reads);
+  for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
+    if (strncmp (*entry, name, length) == 0 && (*entry)[length] == '=')
+      return *entry + length + 1;
+  return NULL;
+}
 
 static GPtrArray *lines;     /* GHashTable: key -> value, one per line written */
 
@@ -117,6 +138,43 @@ test_log_task_info_only_when_asked (void)
   g_assert_cmpstr (field (first, "PRIORITY"), ==, "6");
   g_assert_cmpstr (field (first + 1, "PRIORITY"), ==, "7");
   g_assert_cmpstr (field (first, "MESSAGE_ID"), ==, SHIMWATCH_MESSAGE_ID_CLEANED);
+}
+
+/* An info line nobody asked for cost a getenv(3) of G_MESSAGES_DEBUG (GLib reads it at
+ * each g_log_writer_default_would_drop()): a walk of the environment, several times per
+ * death. It is read once: 100 info and debug lines read it at most once (100 times on
+ * the old code), and write nothing. */
+static void
+test_info_dropped_without_getenv (void)
+{
+  ShimwatchLogTask task = { .namespace_ = "ns", .id = "t1", .event = "cleaned" };
+  guint first = lines->len;
+  guint reads;
+
+  g_log_set_debug_enabled (FALSE);
+  g_unsetenv ("G_MESSAGES_DEBUG");
+  shimwatch_log_reread_environment ();
+  reads = g_atomic_int_get (&n_messages_debug_reads);
+  for (guint i = 0; i < 50; i++)
+    {
+      shimwatch_log_task_full (G_LOG_DOMAIN_TEST, G_LOG_LEVEL_INFO, "f.c", "9", "fn", &task,
+                               "cleanup finished");
+      shimwatch_log_task_full (G_LOG_DOMAIN_TEST, G_LOG_LEVEL_DEBUG, "f.c", "9", "fn", &task,
+                               "cleanup finished");
+    }
+  reads = g_atomic_int_get (&n_messages_debug_reads) - reads;
+  g_test_message ("G_MESSAGES_DEBUG read %u times for 100 lines", reads);
+  g_assert_cmpuint (reads, <=, 1);
+  g_assert_cmpuint (lines->len, ==, first);
+
+  /* asked for, they are written (and GLib reads which domains are asked for) */
+  g_setenv ("G_MESSAGES_DEBUG", G_LOG_DOMAIN_TEST, TRUE);
+  shimwatch_log_reread_environment ();
+  shimwatch_log_task_full (G_LOG_DOMAIN_TEST, G_LOG_LEVEL_INFO, "f.c", "9", "fn", &task,
+                           "cleanup finished");
+  g_unsetenv ("G_MESSAGES_DEBUG");
+  shimwatch_log_reread_environment ();
+  g_assert_cmpuint (lines->len, ==, first + 1);
 }
 
 /* what a shim wrote: its own info chatter is not news, anything else is */
@@ -321,13 +379,16 @@ test_writer_writes_lines (void)
 
   g_log_set_debug_enabled (FALSE);
   g_unsetenv ("G_MESSAGES_DEBUG");
+  shimwatch_log_reread_environment ();
   output_of (write_lines, &out, &err);
   g_assert_true (g_regex_match (line, err, 0, NULL));
   g_assert_cmpstr (out, ==, "");
 
   g_setenv ("G_MESSAGES_DEBUG", G_LOG_DOMAIN_TEST, TRUE);
+  shimwatch_log_reread_environment ();
   output_of (write_lines, &out_debug, &err_debug);
   g_unsetenv ("G_MESSAGES_DEBUG");
+  shimwatch_log_reread_environment ();
   g_assert_true (g_regex_match (line, err_debug, 0, NULL));
   g_assert_true (g_str_has_prefix (out_debug, "ShimwatchTest-INFO: "));
   g_assert_true (g_str_has_suffix (out_debug, ": an info line\n"));
@@ -499,6 +560,7 @@ main (int   argc,
   g_test_add_func ("/logging/level-of-output", test_level_of_output);
   g_test_add_func ("/logging/task-fields", test_log_task_fields);
   g_test_add_func ("/logging/info-only-when-asked", test_log_task_info_only_when_asked);
+  g_test_add_func ("/logging/info-dropped-without-getenv", test_info_dropped_without_getenv);
   g_test_add_func ("/logging/writer/format", test_writer_format);
   g_test_add_func ("/logging/writer/zone-once-a-minute", test_writer_zone_once_a_minute);
   g_test_add_func ("/logging/writer/writes-lines", test_writer_writes_lines);
