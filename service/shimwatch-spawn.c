@@ -29,13 +29,22 @@
 #define OUTPUT_WATCH_DELAY_MS 3000
 
 /* The spawner of this process (shimwatch-spawner.h), if one was started. Once it is lost
- * (it died, or broke the protocol and was killed), commands are spawned directly again. */
+ * (it died, or broke the protocol and was killed), commands are spawned directly again.
+ * Its replies are read, and its runs' deadlines kept, on the context it was started on
+ * (the global default one in shimwatchd), whichever context a run completes on. */
 static struct {
-  GMutex   lock;
-  int      fd;      /* our end of its socket; -1: no spawner */
-  GPid     pid;
-  guint    hup_id;  /* its socket's hang-up, in the global default main context */
-  gboolean lost;
+  GMutex                lock;
+  int                   fd;      /* our end of its socket; -1: no spawner */
+  GPid                  pid;
+  gboolean              lost;
+  GMainContext         *context;
+  ShimwatchPollerWatch *watch;   /* its socket, in the poller of that context */
+  GHashTable           *runs;    /* &Run.id → the run's GTask (a reference) */
+  guint64               last_id;
+  /* one timer for every run's deadline and kill grace: the soonest of them, or sooner */
+  GSource              *timer;
+  gint64                timer_at;
+  guint8               *reply;   /* SHIMWATCH_SPAWNER_REPLY_MAX: the record being read */
 } spawner = { .fd = -1 };
 
 /* pidfd_open(2) failed with ENOSYS or EPERM once: it will again, do not ask each time */
@@ -43,7 +52,7 @@ static gint pidfd_open_unavailable;
 /* pidfd_open(2) fails with this errno instead of being called (0: it is called) */
 static int pidfd_open_errno_for_tests;
 
-/* A run's descriptors (the spawner's reply socket, the child's pidfd, the output pipes) are
+/* Without a spawner, a run's descriptors (the child's pidfd, the output pipes) are
  * watched through the one ShimwatchPoller of the task's context, not through a GSource
  * each: GLib (2.74) wakes its context, a write to its eventfd and one more main-loop
  * iteration, whenever a source with descriptors is attached or destroyed, and twice at
@@ -62,11 +71,6 @@ typedef struct {
   GSource              *timer;
   gint64                output_at;
   gint64                deadline_at;
-  /* run by the spawner: our end of the request's reply socket (-1: none, or closed) */
-  int                   reply;
-  ShimwatchPollerWatch *reply_watch;   /* holds a reference on the task */
-  GSource              *grace_source;
-  gboolean              by_spawner;
   int                   fds[2]; /* our ends of the child's stdout and stderr */
   ShimwatchPollerWatch *pipe_watches[2];
   gboolean              ended;         /* completed or failed */
@@ -96,14 +100,10 @@ clear_source (GSource **source)
 static void
 spawn_data_free (SpawnData *data)
 {
-  /* the pidfd and reply watches hold the task: they are gone by now; the pipes' are
-   * removed whenever the run ends, and before its descriptors are closed */
+  /* the pidfd watch holds the task: it is gone by now; the pipes' are removed whenever
+   * the run ends, and before its descriptors are closed */
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
   clear_source (&data->timer);
-  g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
-  clear_source (&data->grace_source);
-  if (data->reply >= 0)
-    close (data->reply);
   g_free (data->program);
   for (guint i = 0; i < 2; i++)
     {
@@ -247,7 +247,6 @@ complete (GTask *task,
   SpawnData *data = g_task_get_task_data (task);
 
   clear_source (&data->timer);
-  clear_source (&data->grace_source);
   data->ended = TRUE;
   data->result->wait_status = wait_status;
   /* everything the process wrote is in the pipes now (what a child it left behind may
@@ -281,21 +280,6 @@ child_exited (GTask *task)
   complete (task, reaped == data->pid ? status : W_EXITCODE (255, 0));
 }
 
-/* the run ends without a status: the pipes are closed, the error returned */
-static void
-fail (GTask  *task,
-      GError *error)
-{
-  SpawnData *data = g_task_get_task_data (task);
-
-  clear_source (&data->timer);
-  clear_source (&data->grace_source);
-  data->ended = TRUE;
-  for (guint i = 0; i < 2; i++)
-    close_pipe (data, i);
-  g_task_return_error (task, error);
-}
-
 static gboolean
 pidfd_readable_cb (int                   fd,
                    ShimwatchPollerEvents events,
@@ -306,14 +290,6 @@ pidfd_readable_cb (int                   fd,
   SpawnData *data = g_task_get_task_data (task);
 
   g_clear_pointer (&data->pidfd_watch, shimwatch_poller_watch_remove);
-  if (data->by_spawner)
-    {
-      /* the spawner died before it reported the end: the child is gone, nobody knows how */
-      fail (task, g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
-                               "the process spawner died while %s ran: its exit status "
-                               "is unknown", data->program));
-      return G_SOURCE_REMOVE;
-    }
   child_exited (task);
   return G_SOURCE_REMOVE;
 }
@@ -349,60 +325,21 @@ wait_thread (gpointer user_data)
   return NULL;
 }
 
-static void reply_lost (GTask      *task,
-                        const char *why);
-
-static gboolean
-grace_cb (gpointer user_data)
-{
-  g_autoptr(GTask) task = g_object_ref (user_data);
-  SpawnData *data = g_task_get_task_data (task);
-  g_autofree char *why = g_strdup_printf ("did not report the end of %s %u s after its "
-                                          "deadline's kill", data->program,
-                                          SPAWNER_KILL_GRACE_MS / 1000);
-
-  g_clear_pointer (&data->grace_source, g_source_unref);
-  reply_lost (task, why);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean read_replies (gpointer user_data);
-
 /* the deadline has come */
 static void
 deadline (GTask *task)
 {
   SpawnData *data = g_task_get_task_data (task);
 
-  /* what the spawner sent and we were not woken for (see spawn_by_spawner()): STARTED
-   * with the pidfd to kill with, or EXITED too, and nothing is left to kill */
-  if (data->reply_watch != NULL)
-    read_replies (task);
   if (data->ended)
     return;
   data->result->timed_out = TRUE;
-  /* Not reaped yet (child_exited ends this deadline when it reaps; the spawner only after
-   * it told us, and EXITED ends it): the pid is still the child's, alive or a zombie, and
-   * so is the pidfd. A child of the spawner without a pidfd is killed by the spawner,
-   * its parent. */
+  /* Not reaped yet (child_exited ends this deadline when it reaps): the pid is still the
+   * child's, alive or a zombie, and so is the pidfd. */
   if (data->pidfd >= 0)
     pidfd_send_signal (data->pidfd, SIGKILL, NULL, 0);
-  else if (data->reply >= 0)
-    {
-      ShimwatchSpawnerMessage message = { SHIMWATCH_SPAWNER_KILL, 0, 0 };
-
-      if (send (data->reply, &message, sizeof message, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-        {
-          reply_lost (task, "does not take a kill");
-          return;
-        }
-    }
-  else if (!data->by_spawner)
+  else
     kill (data->pid, SIGKILL);
-  /* a spawner that does not report the end soon after is lost: never wait for it forever */
-  if (data->reply >= 0)
-    data->grace_source = attach (task, g_timeout_source_new (SPAWNER_KILL_GRACE_MS), grace_cb,
-                                 task, "[shimwatch] spawner kill grace");
 }
 
 /* the sooner of the run's two times still to come; 0: none */
@@ -506,16 +443,243 @@ spawner_lost (const char *why)
                     "shim start and shim delete itself from now on", (int) pid, why, how);
 }
 
-static gboolean
-spawner_hup_cb (int          fd,
-                GIOCondition condition,
-                gpointer     user_data)
+/* A run of the spawner's, from its request to its DONE: the task's data. */
+typedef struct {
+  guint64     id;           /* the key in spawner.runs */
+  char       *program;      /* argv[0], for the errors */
+  /* g_get_monotonic_time()s, 0 when there is none: the deadline (0 once passed), then
+   * the time by which the spawner must have told the end after the deadline's kill */
+  gint64      deadline_at;
+  gint64      grace_at;
+  gboolean    timed_out;
+  GByteArray *output[2];    /* what OUTPUT records brought; NULL: none yet */
+} Run;
+
+static void
+run_free (Run *run)
 {
+  g_free (run->program);
+  for (guint i = 0; i < 2; i++)
+    if (run->output[i] != NULL)
+      g_byte_array_unref (run->output[i]);
+  g_free (run);
+}
+
+static gboolean deadlines_cb (gpointer user_data);
+static gboolean read_replies (void);
+
+/* The timer is due at @at or sooner (spawner.lock held). A timer due later is replaced,
+ * not moved: g_source_set_ready_time() on an attached source wakes its context, while a
+ * timer attached (with its time set before) by the thread that owns the context, or by one
+ * while none does, does not. A run that ends takes nothing off the timer: it fires at
+ * worst once for nothing, and is set then for the next deadline, if any. */
+static void
+timer_due_by (gint64 at)
+{
+  if (spawner.timer != NULL && spawner.timer_at <= at)
+    return;
+  clear_source (&spawner.timer);
+  spawner.timer = shimwatch_timer_source_new (at);
+  g_source_set_callback (spawner.timer, deadlines_cb, NULL, NULL);
+  g_source_set_static_name (spawner.timer, "[shimwatch] spawner deadlines");
+  g_source_attach (spawner.timer, spawner.context);
+  spawner.timer_at = at;
+}
+
+/* Every run the spawner had, ended with an error (on the spawner's context, with the
+ * spawner lost or stopped): nothing more will be told of them. */
+static void
+fail_runs (const char *how)
+{
+  g_autoptr(GPtrArray) tasks = g_ptr_array_new_with_free_func (g_object_unref);
+  GHashTableIter iter;
+  gpointer task;
+
   g_mutex_lock (&spawner.lock);
-  spawner.hup_id = 0;
+  clear_source (&spawner.timer);
+  if (spawner.runs != NULL)
+    {
+      g_hash_table_iter_init (&iter, spawner.runs);
+      while (g_hash_table_iter_next (&iter, NULL, &task))
+        {
+          g_ptr_array_add (tasks, task);
+          g_hash_table_iter_steal (&iter);
+        }
+    }
   g_mutex_unlock (&spawner.lock);
-  spawner_lost ("closed its socket");
-  return G_SOURCE_REMOVE;
+  for (guint i = 0; i < tasks->len; i++)
+    {
+      GTask *run_task = g_ptr_array_index (tasks, i);
+      Run *run = g_task_get_task_data (run_task);
+
+      g_task_return_new_error (run_task, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
+                               "the process spawner %s while %s ran", how, run->program);
+    }
+}
+
+/* The spawner is given up on: killed and reaped (spawner_lost()), its socket no longer
+ * read, and its runs ended with an error. Its replies queued before were read. */
+static void
+spawner_abandon (const char *why)
+{
+  spawner_lost (why);
+  g_clear_pointer (&spawner.watch, shimwatch_poller_watch_remove);
+  fail_runs ("died");
+}
+
+/* the deadlines and kill graces that have come: a KILL to the spawner for each run past
+ * its deadline; a spawner that did not tell the end of one it was told to kill
+ * SPAWNER_KILL_GRACE_MS before is given up on */
+static gboolean
+deadlines_cb (gpointer user_data)
+{
+  g_autofree char *stuck = NULL;
+  gint64 now;
+  gint64 next = 0;
+  GHashTableIter iter;
+  gpointer task;
+
+  /* what the spawner told and we were not woken for yet: a run that ended is not killed,
+   * nor told it timed out */
+  if (spawner.watch != NULL && !read_replies ())
+    return G_SOURCE_REMOVE;   /* (the timer went with the runs) */
+  now = g_get_monotonic_time ();
+  g_mutex_lock (&spawner.lock);
+  g_hash_table_iter_init (&iter, spawner.runs);
+  while (stuck == NULL && g_hash_table_iter_next (&iter, NULL, &task))
+    {
+      Run *run = g_task_get_task_data (task);
+
+      if (run->grace_at != 0 && run->grace_at <= now)
+        stuck = g_strdup_printf ("did not report the end of %s %u s after its deadline's "
+                                 "kill", run->program, SPAWNER_KILL_GRACE_MS / 1000);
+      else if (run->deadline_at != 0 && run->deadline_at <= now)
+        {
+          ShimwatchSpawnerRequest kill = { .magic = SHIMWATCH_SPAWNER_MAGIC,
+                                           .kind = SHIMWATCH_SPAWNER_KILL, .id = run->id };
+
+          run->deadline_at = 0;
+          run->timed_out = TRUE;
+          run->grace_at = now + SPAWNER_KILL_GRACE_MS * 1000;
+          if (send (spawner.fd, &kill, sizeof kill, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+            stuck = g_strdup ("does not take a kill");
+        }
+      if (run->deadline_at != 0 && (next == 0 || run->deadline_at < next))
+        next = run->deadline_at;
+      if (run->grace_at != 0 && (next == 0 || run->grace_at < next))
+        next = run->grace_at;
+    }
+  if (stuck != NULL || next == 0)
+    {
+      /* (its dispatch ends its life: no wake-up) */
+      g_clear_pointer (&spawner.timer, g_source_unref);
+      g_mutex_unlock (&spawner.lock);
+      if (stuck != NULL)
+        spawner_abandon (stuck);
+      return G_SOURCE_REMOVE;
+    }
+  /* (no wake-up of the context: GLib does not wake it for a source in its dispatch) */
+  g_source_set_ready_time (spawner.timer, next);
+  spawner.timer_at = next;
+  g_mutex_unlock (&spawner.lock);
+  return G_SOURCE_CONTINUE;
+}
+
+/* One record of the spawner's: FALSE if it is not the protocol. */
+static gboolean
+take_reply (const guint8 *bytes,
+            gsize         length)
+{
+  ShimwatchSpawnerReply header;
+  g_autoptr(GTask) task = NULL;
+  ShimwatchSpawnResult *result;
+  const guint8 *output[2];
+  Run *run;
+
+  if (length < sizeof header)
+    return FALSE;
+  memcpy (&header, bytes, sizeof header);
+  if ((header.kind != SHIMWATCH_SPAWNER_OUTPUT && header.kind != SHIMWATCH_SPAWNER_DONE) ||
+      length != sizeof header + (gsize) header.lengths[0] + header.lengths[1])
+    return FALSE;
+  output[0] = bytes + sizeof header;
+  output[1] = output[0] + header.lengths[0];
+
+  g_mutex_lock (&spawner.lock);
+  task = g_hash_table_lookup (spawner.runs, &header.id);
+  if (task != NULL && header.kind == SHIMWATCH_SPAWNER_DONE)
+    g_hash_table_steal (spawner.runs, &header.id);   /* its reference is ours now */
+  else if (task != NULL)
+    g_object_ref (task);
+  g_mutex_unlock (&spawner.lock);
+  if (task == NULL)
+    return FALSE;
+  run = g_task_get_task_data (task);
+
+  for (guint i = 0; i < 2; i++)
+    if (header.lengths[i] > 0 &&
+        (header.kind == SHIMWATCH_SPAWNER_OUTPUT || run->output[i] != NULL))
+      {
+        if (run->output[i] == NULL)
+          run->output[i] = g_byte_array_new ();
+        if (run->output[i]->len + header.lengths[i] > SHIMWATCH_SPAWN_OUTPUT_MAX)
+          return FALSE;
+        g_byte_array_append (run->output[i], output[i], header.lengths[i]);
+      }
+  if (header.kind == SHIMWATCH_SPAWNER_OUTPUT)
+    return TRUE;
+
+  if (header.error != 0)
+    {
+      g_task_return_new_error (task, G_IO_ERROR, g_io_error_from_errno (header.error),
+                               "cannot run %s: %s", run->program, g_strerror (header.error));
+      return TRUE;
+    }
+  result = g_new0 (ShimwatchSpawnResult, 1);
+  result->wait_status = header.status;
+  result->timed_out = run->timed_out;
+  result->stdout_bytes = run->output[0] != NULL
+                           ? g_byte_array_free_to_bytes (g_steal_pointer (&run->output[0]))
+                           : g_bytes_new (output[0], header.lengths[0]);
+  result->stderr_bytes = run->output[1] != NULL
+                           ? g_byte_array_free_to_bytes (g_steal_pointer (&run->output[1]))
+                           : g_bytes_new (output[1], header.lengths[1]);
+  g_task_return_pointer (task, result, (GDestroyNotify) shimwatch_spawn_result_free);
+  return TRUE;
+}
+
+/* The spawner's replies, as many as its socket holds now (up to a bound: the other
+ * sources of the context get their turn). Each DONE completes its run here and now.
+ * FALSE once the spawner is given up on: it closed its socket (it died; what it sent
+ * before was read), or it broke the protocol. */
+static gboolean
+read_replies (void)
+{
+  for (guint i = 0; i < 64; i++)
+    {
+      /* MSG_TRUNC: the record's real length, should it be longer than we take */
+      ssize_t n = recv (spawner.fd, spawner.reply, SHIMWATCH_SPAWNER_REPLY_MAX,
+                        MSG_DONTWAIT | MSG_TRUNC);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return TRUE;
+      if (n <= 0 || n > SHIMWATCH_SPAWNER_REPLY_MAX || !take_reply (spawner.reply, (gsize) n))
+        {
+          spawner_abandon (n <= 0 ? "closed its socket" : "broke the protocol");
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+spawner_readable_cb (int                   fd,
+                     ShimwatchPollerEvents events,
+                     gpointer              user_data)
+{
+  return read_replies () ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
 gboolean
@@ -534,8 +698,25 @@ shimwatch_spawn_start_spawner (GError **error)
   spawner.fd = fd;
   spawner.pid = pid;
   spawner.lost = FALSE;
-  /* a spawner that dies between commands is noticed, and reaped, at once */
-  spawner.hup_id = g_unix_fd_add (fd, G_IO_HUP | G_IO_ERR, spawner_hup_cb, NULL);
+  spawner.context = g_main_context_ref_thread_default ();
+  if (spawner.runs == NULL)
+    spawner.runs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_object_unref);
+  if (spawner.reply == NULL)
+    spawner.reply = g_malloc (SHIMWATCH_SPAWNER_REPLY_MAX);
+  /* its replies, and a spawner that dies between commands, are heard of at once */
+  spawner.watch = shimwatch_poller_add (shimwatch_poller_get_default (), fd,
+                                        SHIMWATCH_POLLER_IN, spawner_readable_cb, NULL, NULL,
+                                        error);
+  if (spawner.watch == NULL)
+    {
+      spawner.fd = -1;
+      g_clear_pointer (&spawner.context, g_main_context_unref);
+      g_mutex_unlock (&spawner.lock);
+      /* EOF: it exits */
+      close (fd);
+      waitpid (pid, NULL, 0);
+      return FALSE;
+    }
   g_mutex_unlock (&spawner.lock);
   g_snprintf (pid_text, sizeof pid_text, "%d", (int) pid);
   g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_INFO,
@@ -568,11 +749,15 @@ shimwatch_spawn_stop_spawner (void)
       g_mutex_unlock (&spawner.lock);
       return -1;
     }
-  g_clear_handle_id (&spawner.hup_id, g_source_remove);
+  g_clear_pointer (&spawner.watch, shimwatch_poller_watch_remove);
   /* EOF on its socket: it exits (what it still runs goes on, and is re-parented) */
   close (spawner.fd);
   spawner.fd = -1;
   lost = spawner.lost;
+  g_mutex_unlock (&spawner.lock);
+  fail_runs ("was stopped");
+  g_mutex_lock (&spawner.lock);
+  g_clear_pointer (&spawner.context, g_main_context_unref);
   g_mutex_unlock (&spawner.lock);
   if (lost)
     return -1;
@@ -580,19 +765,6 @@ shimwatch_spawn_stop_spawner (void)
     reaped = waitpid (spawner.pid, &status, 0);
   while (reaped < 0 && errno == EINTR);
   return reaped == spawner.pid ? status : -1;
-}
-
-/* the reply socket is done with: unwatched, then closed (the caller holds the task: the
- * watch's reference goes with it) */
-static void
-close_reply (SpawnData *data)
-{
-  g_clear_pointer (&data->reply_watch, shimwatch_poller_watch_remove);
-  if (data->reply >= 0)
-    {
-      close (data->reply);
-      data->reply = -1;
-    }
 }
 
 /* watch the child's pidfd (a reference on the task while watched); FALSE with @error set
@@ -614,107 +786,6 @@ watch_pidfd (GTask   *task,
   return TRUE;
 }
 
-/* the reply socket closed (or the spawner gave up on) before the end was reported; the
- * caller holds a reference on the task (the reply watch's goes with the watch) */
-static void
-reply_lost (GTask      *task,
-            const char *why)
-{
-  SpawnData *data = g_task_get_task_data (task);
-  g_autoptr(GError) error = NULL;
-
-  close_reply (data);
-  clear_source (&data->grace_source);
-  spawner_lost (why);
-  /* the child lives on, re-parented: with its pidfd we still see it end (and kill it at
-   * its deadline); without one, nothing can reach it safely any more */
-  if (data->pidfd >= 0)
-    {
-      if (data->pidfd_watch != NULL || watch_pidfd (task, &error))
-        return;
-      g_warning ("cannot watch the pidfd of %s: %s", data->program, error->message);
-    }
-  fail (task, g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
-                           "the process spawner died while %s ran", data->program));
-}
-
-/* What the spawner sent so far. G_SOURCE_REMOVE once the reply socket is done with (its
- * watch removed: the run ended, or goes on without the spawner) */
-static gboolean
-read_replies (gpointer user_data)
-{
-  /* a return may drop the caller's last reference: keep the data until we are done */
-  g_autoptr(GTask) task = g_object_ref (user_data);
-  SpawnData *data = g_task_get_task_data (task);
-
-  for (;;)
-    {
-      ShimwatchSpawnerMessage message;
-      union {
-        struct cmsghdr header;
-        char           space[CMSG_SPACE (sizeof (int))];
-      } control;
-      struct iovec iov = { &message, sizeof message };
-      struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                            .msg_control = control.space,
-                            .msg_controllen = sizeof control.space };
-      int pidfd = -1;
-      ssize_t n;
-
-      n = recvmsg (data->reply, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      /* ECONNRESET: the spawner closed its end with a KILL of ours unread (the child had
-       * just ended); told once, before what it sent, which is still to be read */
-      if (n < 0 && (errno == EINTR || errno == ECONNRESET))
-        continue;
-      if (n < 0 && errno == EAGAIN)
-        return G_SOURCE_CONTINUE;
-      for (struct cmsghdr *cmsg = CMSG_FIRSTHDR (&msg); cmsg != NULL;
-           cmsg = CMSG_NXTHDR (&msg, cmsg))
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
-            cmsg->cmsg_len == CMSG_LEN (sizeof (int)))
-          memcpy (&pidfd, CMSG_DATA (cmsg), sizeof pidfd);
-
-      if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_STARTED &&
-          data->pid == 0 && (msg.msg_flags & MSG_CTRUNC) == 0)
-        {
-          if (message.error != 0)
-            {
-              if (pidfd >= 0)
-                close (pidfd);
-              close_reply (data);
-              fail (task, g_error_new (G_IO_ERROR, g_io_error_from_errno (message.error),
-                                       "cannot run %s: %s", data->program,
-                                       g_strerror (message.error)));
-              return G_SOURCE_REMOVE;
-            }
-          data->pid = message.value;
-          data->pidfd = pidfd;
-          continue;
-        }
-      if (pidfd >= 0)
-        close (pidfd);
-      if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_EXITED &&
-          data->pid != 0)
-        {
-          close_reply (data);
-          complete (task, message.value);
-          return G_SOURCE_REMOVE;
-        }
-      /* EOF before the end was told, or a message that is not the protocol */
-      reply_lost (task, n == 0 ? "closed a reply socket before the command's end"
-                               : "broke the protocol");
-      return G_SOURCE_REMOVE;
-    }
-}
-
-static gboolean
-reply_cb (int                   fd,
-          ShimwatchPollerEvents events,
-          gpointer              user_data)
-{
-  return read_replies (user_data);
-}
-
 static gsize
 append_string (char       *bytes,
                gsize       at,
@@ -726,19 +797,19 @@ append_string (char       *bytes,
   return at + size;
 }
 
-/* Hands the run to the spawner. FALSE if there is none (or no more): the caller spawns it
- * itself. The descriptors are the child's (borrowed: the spawner gets copies). */
+/* Hands the run to the spawner: one message, with @stdin_fd (borrowed: the spawner gets a
+ * copy) if there is one; its end comes in the spawner's DONE. FALSE if there is no spawner
+ * (or no more), or the request is too large for it: the caller spawns it itself. */
 static gboolean
 spawn_by_spawner (GTask              *task,
                   const char * const *argv,
                   const char * const *envp,
                   const char         *cwd,
                   int                 stdin_fd,
-                  int                 stdout_fd,
-                  int                 stderr_fd)
+                  guint               timeout_ms)
 {
-  SpawnData *data = g_task_get_task_data (task);
-  ShimwatchSpawnerRequest request = { .magic = SHIMWATCH_SPAWNER_MAGIC };
+  ShimwatchSpawnerRequest request = { .magic = SHIMWATCH_SPAWNER_MAGIC,
+                                      .kind = SHIMWATCH_SPAWNER_RUN };
   char on_stack[8192];
   g_autofree char *on_heap = NULL;
   char *bytes;
@@ -746,22 +817,13 @@ spawn_by_spawner (GTask              *task,
   gsize at;
   union {
     struct cmsghdr header;
-    char           space[CMSG_SPACE (4 * sizeof (int))];
+    char           space[CMSG_SPACE (sizeof (int))];
   } control;
   struct iovec iov;
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = control.space, .msg_controllen = sizeof control.space };
-  struct cmsghdr *cmsg;
-  int sockets[2];
-  int fds[4];
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+  Run *run;
   int fd;
   ssize_t sent;
-
-  g_mutex_lock (&spawner.lock);
-  fd = spawner.lost ? -1 : spawner.fd;
-  g_mutex_unlock (&spawner.lock);
-  if (fd < 0)
-    return FALSE;
 
   length = sizeof request + strlen (cwd) + 1;
   for (request.argc = 0; argv[request.argc] != NULL; request.argc++)
@@ -770,11 +832,38 @@ spawn_by_spawner (GTask              *task,
     length += strlen (envp[request.envc]) + 1;
   if (length > SHIMWATCH_SPAWNER_REQUEST_MAX)
     return FALSE;
-  if (pidfd_open_errno_for_tests == 0 && !g_atomic_int_get (&pidfd_open_unavailable))
-    request.flags |= SHIMWATCH_SPAWNER_WANT_PIDFD;
+
+  /* in the table before the request goes: its DONE may come before this returns */
+  g_mutex_lock (&spawner.lock);
+  fd = spawner.lost ? -1 : spawner.fd;
+  if (fd < 0)
+    {
+      g_mutex_unlock (&spawner.lock);
+      return FALSE;
+    }
+  run = g_new0 (Run, 1);
+  run->id = request.id = ++spawner.last_id;
+  run->program = g_strdup (argv[0]);
+  g_task_set_task_data (task, run, (GDestroyNotify) run_free);
+  g_hash_table_insert (spawner.runs, &run->id, g_object_ref (task));
+  g_mutex_unlock (&spawner.lock);
+
   /* a request of the usual size is built on the stack: a heap block this large is a
    * "large" request to malloc, which consolidates its free lists each time */
   bytes = length <= sizeof on_stack ? on_stack : (on_heap = g_malloc (length));
+  if (stdin_fd >= 0)
+    {
+      struct cmsghdr *cmsg = &control.header;
+
+      request.flags |= SHIMWATCH_SPAWNER_WITH_STDIN;
+      memset (&control, 0, sizeof control);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN (sizeof (int));
+      memcpy (CMSG_DATA (cmsg), &stdin_fd, sizeof (int));
+      msg.msg_control = control.space;
+      msg.msg_controllen = sizeof control.space;
+    }
   memcpy (bytes, &request, sizeof request);
   at = sizeof request;
   at = append_string (bytes, at, cwd);
@@ -783,36 +872,7 @@ spawn_by_spawner (GTask              *task,
   for (guint i = 0; i < request.envc; i++)
     at = append_string (bytes, at, envp[i]);
   g_assert (at == length);
-
-  if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0)
-    return FALSE;
-  /* Watched before the request goes: a run the spawner starts is always heard of. The
-   * reply watch holds the run until the end is told (or the spawner is lost). It wakes
-   * for the spawner's close of its end alone (shimwatch-spawner.h): STARTED and EXITED
-   * are read then, together, in one turn; STARTED alone woke this thread once more per
-   * run. A spawner that dies has closed it too, with what it sent still queued. */
-  data->reply = sockets[0];
-  data->reply_watch = shimwatch_poller_add (data->poller, data->reply,
-                                            SHIMWATCH_POLLER_PEER_CLOSED, reply_cb,
-                                            g_object_ref (task), g_object_unref, NULL);
-  if (data->reply_watch == NULL)
-    {
-      g_object_unref (task);
-      close_reply (data);
-      close (sockets[1]);
-      return FALSE;
-    }
-  fds[0] = sockets[1];
-  fds[1] = stdin_fd;
-  fds[2] = stdout_fd;
-  fds[3] = stderr_fd;
   iov = (struct iovec) { bytes, length };
-  memset (&control, 0, sizeof control);
-  cmsg = &control.header;
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN (sizeof fds);
-  memcpy (CMSG_DATA (cmsg), fds, sizeof fds);
 
   for (guint attempt = 0;; attempt++)
     {
@@ -828,19 +888,30 @@ spawn_by_spawner (GTask              *task,
           break;
         }
     }
-  close (sockets[1]);
   if (sent < 0)
     {
       int saved_errno = errno;
 
-      close_reply (data);
-      if (saved_errno == EMSGSIZE || saved_errno == ENOBUFS || saved_errno == ENOMEM)
-        return FALSE;
-      spawner_lost (saved_errno == EAGAIN ? "takes no request" : "does not take requests");
+      g_mutex_lock (&spawner.lock);
+      g_hash_table_remove (spawner.runs, &run->id);
+      g_mutex_unlock (&spawner.lock);
+      g_task_set_task_data (task, NULL, NULL);
+      if (saved_errno != EMSGSIZE && saved_errno != ENOBUFS && saved_errno != ENOMEM)
+        spawner_lost (saved_errno == EAGAIN ? "takes no request" : "does not take requests");
       return FALSE;
     }
 
-  data->by_spawner = TRUE;
+  if (timeout_ms > 0)
+    {
+      g_mutex_lock (&spawner.lock);
+      /* (unless its DONE came already) */
+      if (g_hash_table_contains (spawner.runs, &request.id))
+        {
+          run->deadline_at = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+          timer_due_by (run->deadline_at);
+        }
+      g_mutex_unlock (&spawner.lock);
+    }
   return TRUE;
 }
 
@@ -935,27 +1006,26 @@ dev_null (void)
   return fd;
 }
 
-void
-shimwatch_spawn_async (const char * const *argv,
-                       const char * const *envp,
-                       const char         *cwd,
-                       int                 stdin_fd,
-                       guint               timeout_ms,
-                       GAsyncReadyCallback callback,
-                       gpointer            user_data)
+/* The run, spawned by this process: its pipes read here, its exit watched through a pidfd
+ * (or a thread where pidfd_open(2) fails). */
+static void
+spawn_directly (GTask              *task,
+                const char * const *argv,
+                const char * const *envp,
+                const char         *cwd,
+                int                 stdin_fd,
+                guint               timeout_ms)
 {
-  g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
   g_autoptr(GError) error = NULL;
   SpawnData *data = g_new0 (SpawnData, 1);
   int out[2] = { -1, -1 };
   int err[2] = { -1, -1 };
   int saved_errno = 0;
 
-  g_task_set_source_tag (task, shimwatch_spawn_async);
   data->program = g_strdup (argv[0]);
   /* the task completes on the thread-default context: the poller of that context */
   data->poller = shimwatch_poller_ref (shimwatch_poller_get_default ());
-  data->pidfd = data->reply = data->fds[0] = data->fds[1] = -1;
+  data->pidfd = data->fds[0] = data->fds[1] = -1;
   data->result = g_new0 (ShimwatchSpawnResult, 1);
   data->output[0] = g_byte_array_new ();
   data->output[1] = g_byte_array_new ();
@@ -989,9 +1059,6 @@ shimwatch_spawn_async (const char * const *argv,
       goto out;
     }
 
-  if (spawn_by_spawner (task, argv, envp, cwd, stdin_fd, out[1], err[1]))
-    goto started;
-
   saved_errno = shimwatch_spawner_posix_spawn (&data->pid, cwd, stdin_fd, out[1], err[1],
                                                argv, envp);
   if (saved_errno != 0)
@@ -1010,7 +1077,6 @@ shimwatch_spawn_async (const char * const *argv,
       goto out;
     }
 
-started:
   /* one timer for both (a source per run is walked by every iteration of the context) */
   if (data->pipe_watches[0] == NULL)
     data->output_at = g_get_monotonic_time () + OUTPUT_WATCH_DELAY_MS * 1000;
@@ -1037,6 +1103,22 @@ out:
         close_pipe (data, i);
       g_task_return_error (task, g_steal_pointer (&error));
     }
+}
+
+void
+shimwatch_spawn_async (const char * const *argv,
+                       const char * const *envp,
+                       const char         *cwd,
+                       int                 stdin_fd,
+                       guint               timeout_ms,
+                       GAsyncReadyCallback callback,
+                       gpointer            user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
+
+  g_task_set_source_tag (task, shimwatch_spawn_async);
+  if (!spawn_by_spawner (task, argv, envp, cwd, stdin_fd, timeout_ms))
+    spawn_directly (task, argv, envp, cwd, stdin_fd, timeout_ms);
 }
 
 ShimwatchSpawnResult *

@@ -12,11 +12,12 @@
  * and the closing of every other descriptor in the child. Even so, the clone copies the
  * parent's descriptor table: with a thousand shims supervised that is four thousand
  * descriptors per command, so the service hands its commands to a spawner process it
- * forked at start-up (shimwatch-spawner.h), which reports the pid and, once it reaped the
- * child, the wait status. Without a spawner the service spawns the command itself, and
+ * forked at start-up (shimwatch-spawner.h), which makes the child's pipes, reads them,
+ * reaps the child and sends back the wait status with the output: a run costs this
+ * process one message each way on one socket, and no descriptor. Without a spawner the
+ * service spawns the command itself, reads its output from non-blocking pipes, and
  * watches the exit through a pidfd in the main context (where pidfd_open(2) is missing or
- * refused: a thread blocked in waitid(2)). Either way the output is read here, from
- * non-blocking pipes as it comes.
+ * refused: a thread blocked in waitid(2)).
  */
 #pragma once
 
@@ -51,15 +52,16 @@ ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult        *result,
 
 /* Starts the spawner (shimwatch-spawner.h) that runs every command from then on. Call it
  * early, while the process holds few descriptors: shimwatchd does before it opens anything
- * or starts a thread. Without a spawner (not started, or lost: it died, or stopped
- * answering, and was killed), commands are spawned by this process as before; a lost
- * spawner is logged, and the runs it had are completed with an error, or, where a pidfd
- * of the child came back, once the child ended. */
+ * or starts a thread; its replies are read on the thread-default main context of the
+ * caller, which must be running for any run to complete. Without a spawner (not started,
+ * or lost: it died, or stopped answering, and was killed), commands are spawned by this
+ * process as before; a lost spawner is logged, and the runs it had are completed with an
+ * error at once (what they started runs on, re-parented). */
 gboolean shimwatch_spawn_start_spawner   (GError **error);
 /* the spawner's pid; 0 without one */
 GPid     shimwatch_spawn_get_spawner_pid (void);
 /* lets the spawner go (EOF on its socket) and reaps it: its wait status, or -1 if there was
- * none, or it was lost */
+ * none, or it was lost. The runs it had are completed with an error. */
 int      shimwatch_spawn_stop_spawner    (void);
 
 /* for the unit tests: make pidfd_open(2) fail with @errno_value (0: call it again), as it

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
@@ -19,32 +20,52 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <gio/gio.h>
 
+#include "shimwatch-spawn.h"
 #include "shimwatch-spawner.h"
 
-/* epoll tokens besides the children's reply sockets */
-#define TOKEN_SOCKET ((void *) &spawner_token_socket)
-#define TOKEN_SIGNAL ((void *) &spawner_token_signal)
-static const char spawner_token_socket;
-static const char spawner_token_signal;
+/* epoll tokens (data.u64): the socket, the signalfd; else the address of a Child with the
+ * index of its pipe (0: stdout, 1: stderr) in the lowest bit */
+#define TOKEN_SOCKET 0
+#define TOKEN_SIGNAL 1
+
+/* a read of a child's output: a pipe's default size, so one read takes all it holds */
+#define READ_SIZE (64 * 1024)
 
 typedef struct {
-  pid_t pid;
-  int   reply;     /* -1: the service closed it; the child is still reaped */
+  guint64 id;
+  pid_t   pid;
+  int     fds[2];       /* the read ends of its stdout and stderr; -1 once closed */
+  char   *output[2];    /* what they gave, up to SHIMWATCH_SPAWN_OUTPUT_MAX each */
+  size_t  lengths[2];
+  size_t  sizes[2];
 } Child;
 
+/* a record the service's socket did not take yet */
+typedef struct Pending {
+  struct Pending *next;
+  size_t          length;
+  char            data[];
+} Pending;
+
 typedef struct {
-  int     sock;
-  int     epoll;
-  int     signal_fd;
-  Child **children;
-  size_t  n_children;
-  size_t  size_children;
-  char   *buffer;   /* SHIMWATCH_SPAWNER_REQUEST_MAX */
-  char   *stack;    /* the children's, between their clone and their execve: see spawn() */
+  int       sock;
+  int       epoll;
+  int       signal_fd;
+  int       dev_null;     /* the stdin of a run given none */
+  size_t    reply_max;    /* the largest record the socket takes */
+  Child   **children;
+  size_t    n_children;
+  size_t    size_children;
+  Pending  *queue;        /* in order; NULL: the socket takes records as they come */
+  Pending **queue_tail;
+  char     *buffer;       /* SHIMWATCH_SPAWNER_REQUEST_MAX */
+  char     *scratch;      /* READ_SIZE */
+  char     *stack;        /* the children's, between their clone and their execve: see spawn() */
 } Spawner;
 
 /* what a child needs between its clone and its execve, and the errno it tells back */
@@ -59,56 +80,229 @@ typedef struct {
 /* below the guard page: a child runs a few plain system calls on it, never GLib */
 #define CHILD_STACK_SIZE (64 * 1024)
 
-static void
-close_fds (int   *fds,
-           size_t n)
+/* out of memory in a process this small: it ends, and the service, which sees its socket
+ * close, runs its commands itself from then on */
+static void G_GNUC_NORETURN
+out_of_memory (void)
 {
-  for (size_t i = 0; i < n; i++)
-    if (fds[i] >= 0)
-      close (fds[i]);
+  _exit (70);
 }
 
 static void
-send_message (int     reply,
-              guint32 kind,
-              gint32  value,
-              gint32  error,
-              int     fd)
+watch_socket (Spawner *spawner,
+              uint32_t events)
 {
-  ShimwatchSpawnerMessage message = { kind, value, error };
-  struct iovec iov = { &message, sizeof message };
-  union {
-    struct cmsghdr header;
-    char           space[CMSG_SPACE (sizeof (int))];
-  } control;
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+  struct epoll_event event = { .events = events, .data.u64 = TOKEN_SOCKET };
 
-  if (fd >= 0)
+  if (epoll_ctl (spawner->epoll, EPOLL_CTL_MOD, spawner->sock, &event) != 0)
+    _exit (71);
+}
+
+/* a record the socket refuses for good: a service gone (EPIPE) ends us at once, as its
+ * EOF would; any other error (out of buffers) too, since a run never told its end would
+ * hang: the service sees the socket close, and ends our runs with an error */
+static void G_GNUC_NORETURN
+send_failed (void)
+{
+  _exit (errno == EPIPE || errno == ECONNRESET ? 0 : 73);
+}
+
+/* One record to the service: at once if its socket takes it, else queued behind the
+ * others, in order. */
+static void
+send_record (Spawner                     *spawner,
+             const ShimwatchSpawnerReply *header,
+             const char                  *out,
+             const char                  *err)
+{
+  struct iovec iov[3] = {
+    { (void *) header, sizeof *header },
+    { (void *) out, header->lengths[0] },
+    { (void *) err, header->lengths[1] },
+  };
+  struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 3 };
+  size_t length = sizeof *header + header->lengths[0] + header->lengths[1];
+  Pending *pending;
+
+  if (spawner->queue == NULL)
     {
-      struct cmsghdr *cmsg;
+      ssize_t n;
 
-      memset (&control, 0, sizeof control);
-      msg.msg_control = control.space;
-      msg.msg_controllen = sizeof control.space;
-      cmsg = &control.header;
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN (sizeof (int));
-      memcpy (CMSG_DATA (cmsg), &fd, sizeof fd);
+      do
+        n = sendmsg (spawner->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      while (n < 0 && errno == EINTR);
+      if (n >= 0)
+        return;
+      if (errno != EAGAIN)
+        send_failed ();
     }
-  /* a fresh socket with at most two small records in it: this never blocks; a service
-   * that closed its end gets nothing */
-  while (sendmsg (reply, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
-    ;
+  pending = malloc (sizeof (Pending) + length);
+  if (pending == NULL)
+    out_of_memory ();
+  pending->next = NULL;
+  pending->length = length;
+  memcpy (pending->data, header, sizeof *header);
+  /* (no output is NULL, which memcpy must not be given even for nothing) */
+  if (header->lengths[0] > 0)
+    memcpy (pending->data + sizeof *header, out, header->lengths[0]);
+  if (header->lengths[1] > 0)
+    memcpy (pending->data + sizeof *header + header->lengths[0], err, header->lengths[1]);
+  if (spawner->queue == NULL)
+    {
+      spawner->queue = pending;
+      /* told when the socket takes more */
+      watch_socket (spawner, EPOLLIN | EPOLLOUT);
+    }
+  else
+    *spawner->queue_tail = pending;
+  spawner->queue_tail = &pending->next;
+}
+
+/* the queue, as far as the socket takes it */
+static void
+flush_queue (Spawner *spawner)
+{
+  while (spawner->queue != NULL)
+    {
+      Pending *pending = spawner->queue;
+      ssize_t n;
+
+      do
+        n = send (spawner->sock, pending->data, pending->length, MSG_NOSIGNAL | MSG_DONTWAIT);
+      while (n < 0 && errno == EINTR);
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n < 0)
+        send_failed ();
+      spawner->queue = pending->next;
+      free (pending);
+    }
+  watch_socket (spawner, EPOLLIN);
+}
+
+/* output @i of @child from @at on; NULL while there is none */
+static const char *
+output_at (Child *child,
+           int    i,
+           size_t at)
+{
+  return child->output[i] != NULL ? child->output[i] + at : NULL;
+}
+
+/* The end of a run: its output in as few records as the socket's size allows (one, for
+ * all that a shim prints), the last one DONE with @error or @status. */
+static void
+send_end (Spawner *spawner,
+          Child   *child,
+          int      error,
+          int      status)
+{
+  size_t room = spawner->reply_max - sizeof (ShimwatchSpawnerReply);
+  size_t at[2] = { 0, 0 };
+
+  for (;;)
+    {
+      ShimwatchSpawnerReply header = { .id = child->id };
+      size_t left[2] = { child->lengths[0] - at[0], child->lengths[1] - at[1] };
+
+      if (left[0] + left[1] <= room)
+        {
+          header.kind = SHIMWATCH_SPAWNER_DONE;
+          header.error = error;
+          header.status = status;
+          header.lengths[0] = (guint32) left[0];
+          header.lengths[1] = (guint32) left[1];
+          send_record (spawner, &header, output_at (child, 0, at[0]), output_at (child, 1, at[1]));
+          return;
+        }
+      header.kind = SHIMWATCH_SPAWNER_OUTPUT;
+      header.lengths[0] = (guint32) MIN (left[0], room);
+      header.lengths[1] = (guint32) MIN (left[1], room - header.lengths[0]);
+      send_record (spawner, &header, output_at (child, 0, at[0]), output_at (child, 1, at[1]));
+      at[0] += header.lengths[0];
+      at[1] += header.lengths[1];
+    }
+}
+
+static void
+free_child (Child *child)
+{
+  for (int i = 0; i < 2; i++)
+    {
+      if (child->fds[i] >= 0)
+        close (child->fds[i]);
+      free (child->output[i]);
+    }
+  free (child);
+}
+
+/* @length bytes of the child's output @i, kept up to SHIMWATCH_SPAWN_OUTPUT_MAX: more
+ * than a shim has any reason to print is read, and dropped */
+static void
+keep (Child      *child,
+      int         i,
+      const char *bytes,
+      size_t      length)
+{
+  length = MIN (length, SHIMWATCH_SPAWN_OUTPUT_MAX - child->lengths[i]);
+  if (length == 0)
+    return;
+  if (child->lengths[i] + length > child->sizes[i])
+    {
+      size_t size = MAX (child->sizes[i] * 2, 4096);
+      char *output;
+
+      while (size < child->lengths[i] + length)
+        size *= 2;
+      size = MIN (size, SHIMWATCH_SPAWN_OUTPUT_MAX);
+      output = realloc (child->output[i], size);
+      if (output == NULL)
+        out_of_memory ();
+      child->output[i] = output;
+      child->sizes[i] = size;
+    }
+  memcpy (child->output[i] + child->lengths[i], bytes, length);
+  child->lengths[i] += length;
+}
+
+/* What output @i of @child holds now. @to_eof: every writer is gone (a hang-up), read on
+ * to the end. Else a read shorter than asked emptied the pipe (a pipe hands over all it
+ * holds, up to the size asked): the next read would only fail with EAGAIN. At the end of
+ * the file (or an error) the pipe is closed, which takes it out of the epoll set. */
+static void
+read_output (Spawner *spawner,
+             Child   *child,
+             int      i,
+             gboolean to_eof)
+{
+  for (;;)
+    {
+      ssize_t n = read (child->fds[i], spawner->scratch, READ_SIZE);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n <= 0)
+        {
+          close (child->fds[i]);
+          child->fds[i] = -1;
+          return;
+        }
+      keep (child, i, spawner->scratch, (size_t) n);
+      if (!to_eof && n < READ_SIZE)
+        return;
+    }
 }
 
 static Child *
 find_child (Spawner *spawner,
-            pid_t    pid,
+            gboolean by_pid,
+            guint64  key,
             size_t  *index)
 {
   for (size_t i = 0; i < spawner->n_children; i++)
-    if (spawner->children[i]->pid == pid)
+    if (by_pid ? (guint64) spawner->children[i]->pid == key : spawner->children[i]->id == key)
       {
         *index = i;
         return spawner->children[i];
@@ -116,28 +310,8 @@ find_child (Spawner *spawner,
   return NULL;
 }
 
-static gboolean
-find_child_by_ptr (Spawner *spawner,
-                   Child   *child)
-{
-  for (size_t i = 0; i < spawner->n_children; i++)
-    if (spawner->children[i] == child)
-      return TRUE;
-  return FALSE;
-}
-
-static void
-drop_reply (Spawner *spawner,
-            Child   *child)
-{
-  if (child->reply < 0)
-    return;
-  epoll_ctl (spawner->epoll, EPOLL_CTL_DEL, child->reply, NULL);
-  close (child->reply);
-  child->reply = -1;
-}
-
-/* every child that exited: its status to the service, its reply socket closed */
+/* Every child that exited: what is left in its pipes read (what a child it left behind
+ * may still write is not waited for), its end sent, its pipes closed. */
 static void
 reap (Spawner *spawner)
 {
@@ -153,40 +327,17 @@ reap (Spawner *spawner)
   while (spawner->n_children > 0 && (pid = waitpid (-1, &status, WNOHANG)) > 0)
     {
       size_t i;
-      Child *child = find_child (spawner, pid, &i);
+      Child *child = find_child (spawner, TRUE, (guint64) pid, &i);
 
       if (child == NULL)
         continue;
-      if (child->reply >= 0)
-        send_message (child->reply, SHIMWATCH_SPAWNER_EXITED, status, 0, -1);
-      drop_reply (spawner, child);
-      free (child);
+      for (int p = 0; p < 2; p++)
+        if (child->fds[p] >= 0)
+          read_output (spawner, child, p, FALSE);
+      send_end (spawner, child, 0, status);
+      free_child (child);
       spawner->children[i] = spawner->children[--spawner->n_children];
     }
-}
-
-/* a KILL from the service, or its end of a reply socket closed */
-static void
-reply_readable (Spawner *spawner,
-                Child   *child)
-{
-  ShimwatchSpawnerMessage message;
-  ssize_t n;
-
-  do
-    n = recv (child->reply, &message, sizeof message, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && errno == EAGAIN)
-    return;
-  if (n == (ssize_t) sizeof message && message.kind == SHIMWATCH_SPAWNER_KILL)
-    {
-      /* not reaped yet (reap() frees the child): the pid is still this child's */
-      kill (child->pid, SIGKILL);
-      return;
-    }
-  /* EOF or nonsense: the service does not want to hear about this child any more; it is
-   * still reaped */
-  drop_reply (spawner, child);
 }
 
 /* the strings of a request: cwd, argv, envp; NULL if they do not add up */
@@ -308,21 +459,21 @@ fail:
  * a stack for the child, and blocks every signal around the clone and unblocks them
  * (2 rt_sigprocmask) lest a handler run in the child. The spawner has no handler, and
  * one stack, mapped once, serves every child: CLONE_VFORK holds the spawner until the
- * child has called execve (or exited), so no two children use it at once. Returns 0 or
- * the errno of the clone, or of the child's set-up or execve; @pidfd: the child's pidfd
- * if the request asks for it (-1 if pidfd_open fails). */
+ * child has called execve (or exited), so no two children use it at once.
+ *
+ * The child's stdout and stderr are pipes made here, their read ends non-blocking and in
+ * the epoll set (before the clone: a child that runs is always read). Returns 0, or the
+ * errno of the pipes, of the clone, or of the child's set-up or execve. */
 static int
 spawn (Spawner                       *spawner,
        const ShimwatchSpawnerRequest *request,
        char                         **strings,
-       const int                     *fds,
-       pid_t                         *pid,
-       int                           *pidfd)
+       int                            stdin_fd,
+       Child                         *child)
 {
-  ChildArgs args = { .cwd = strings[0], .fds = { fds[1], fds[2], fds[3] },
-                     .argv = strings + 1 };
+  ChildArgs args = { .cwd = strings[0], .fds = { stdin_fd, -1, -1 }, .argv = strings + 1 };
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
-  gboolean want_pidfd = (request->flags & SHIMWATCH_SPAWNER_WANT_PIDFD) != 0;
+  int error = 0;
 
   /* argv and envp are each NULL-terminated in one array: move envp up by one */
   memmove (strings + 2 + request->argc, strings + 1 + request->argc,
@@ -331,50 +482,93 @@ spawn (Spawner                       *spawner,
   args.envp = strings + 2 + request->argc;
   args.envp[request->envc] = NULL;
 
-  *pidfd = -1;
-  *pid = clone (child_main, spawner->stack + CHILD_STACK_SIZE, flags, &args);
-  if (*pid < 0)
-    return errno;
-  if (args.error != 0)
+  for (int i = 0; i < 2; i++)
+    {
+      struct epoll_event event = { .events = EPOLLIN };
+      int ends[2];
+
+      event.data.u64 = (uintptr_t) child | (uintptr_t) i;
+      if (pipe2 (ends, O_CLOEXEC) != 0)
+        {
+          error = errno;
+          goto out;
+        }
+      child->fds[i] = ends[0];
+      args.fds[1 + i] = ends[1];
+      if (fcntl (ends[0], F_SETFL, O_NONBLOCK) != 0 ||
+          epoll_ctl (spawner->epoll, EPOLL_CTL_ADD, ends[0], &event) != 0)
+        {
+          error = errno;
+          goto out;
+        }
+    }
+
+  child->pid = clone (child_main, spawner->stack + CHILD_STACK_SIZE, flags, &args);
+  if (child->pid < 0)
+    error = errno;
+  else if (args.error != 0)
     {
       /* it exited at once: reaped here, never tracked */
-      while (waitpid (*pid, NULL, 0) < 0 && errno == EINTR)
+      while (waitpid (child->pid, NULL, 0) < 0 && errno == EINTR)
         ;
-      return args.error;
+      error = args.error;
     }
-  /* not reaped yet: the pid is the child's, so is the pidfd. (Not CLONE_PIDFD, which
-   * would save this call: valgrind 3.19 runs a clone with it as a fork that deadlocks.) */
-  if (want_pidfd)
-    *pidfd = (int) syscall (SYS_pidfd_open, *pid, 0);
-  return 0;
+
+out:
+  /* the child has its own: the write ends go now */
+  for (int i = 1; i < 3; i++)
+    if (args.fds[i] >= 0)
+      close (args.fds[i]);
+  return error;
 }
 
 static void
 add_child (Spawner *spawner,
-           pid_t    pid,
-           int      reply)
+           Child   *child)
 {
-  struct epoll_event event = { .events = EPOLLIN };
-  Child *child = malloc (sizeof (Child));
+  if (spawner->n_children == spawner->size_children)
+    {
+      size_t size = spawner->size_children * 2 + 16;
+      Child **children = realloc (spawner->children, size * sizeof (Child *));
 
-  if (child == NULL ||
-      (spawner->n_children == spawner->size_children &&
-       (spawner->children = realloc (spawner->children,
-                                     (spawner->size_children = spawner->size_children * 2 + 16) *
-                                     sizeof (Child *))) == NULL))
-    {
-      /* out of memory in a process this small: end, the service falls back */
-      _exit (70);
-    }
-  child->pid = pid;
-  child->reply = reply;
-  event.data.ptr = child;
-  if (epoll_ctl (spawner->epoll, EPOLL_CTL_ADD, reply, &event) != 0)
-    {
-      close (reply);
-      child->reply = -1;
+      if (children == NULL)
+        out_of_memory ();
+      spawner->children = children;
+      spawner->size_children = size;
     }
   spawner->children[spawner->n_children++] = child;
+}
+
+/* a RUN: its child started, or its DONE with the errno of why not */
+static void
+run (Spawner                       *spawner,
+     const ShimwatchSpawnerRequest *request,
+     size_t                         length,
+     int                            stdin_fd)
+{
+  Child *child = calloc (1, sizeof (Child));
+  char **strings = NULL;
+  int error = EINVAL;
+
+  if (child == NULL)
+    out_of_memory ();
+  child->id = request->id;
+  child->fds[0] = child->fds[1] = -1;
+  if (request->argc >= 1 && request->argc < SHIMWATCH_SPAWNER_REQUEST_MAX &&
+      request->envc < SHIMWATCH_SPAWNER_REQUEST_MAX)
+    strings = parse_strings (spawner->buffer + sizeof *request, length - sizeof *request,
+                             1 + (size_t) request->argc + request->envc);
+  if (strings != NULL && strings[1][0] == '/')
+    error = spawn (spawner, request, strings, stdin_fd >= 0 ? stdin_fd : spawner->dev_null,
+                   child);
+  free (strings);
+  if (error != 0)
+    {
+      send_end (spawner, child, error, 0);
+      free_child (child);
+      return;
+    }
+  add_child (spawner, child);
 }
 
 /* one request off the socket; FALSE when there is none (EAGAIN) */
@@ -384,17 +578,13 @@ handle_request (Spawner *spawner)
   ShimwatchSpawnerRequest request;
   union {
     struct cmsghdr header;
-    char           space[CMSG_SPACE (4 * sizeof (int))];
+    char           space[CMSG_SPACE (sizeof (int))];
   } control;
   struct iovec iov = { spawner->buffer, SHIMWATCH_SPAWNER_REQUEST_MAX };
   struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
                         .msg_control = control.space, .msg_controllen = sizeof control.space };
-  int fds[4] = { -1, -1, -1, -1 };
-  size_t n_fds = 0;
-  char **strings = NULL;
-  pid_t pid = 0;
-  int pidfd = -1;
-  int error;
+  int fd = -1;
+  int n_fds = 0;
   ssize_t n;
 
   do
@@ -413,46 +603,36 @@ handle_request (Spawner *spawner)
 
         for (size_t i = 0; i < count; i++)
           {
-            if (n_fds < G_N_ELEMENTS (fds))
-              fds[n_fds++] = received[i];
+            if (fd < 0)
+              fd = received[i];
             else
               close (received[i]);
+            n_fds++;
           }
       }
 
-  if (n_fds == G_N_ELEMENTS (fds) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
-      (size_t) n >= sizeof request)
+  if ((size_t) n < sizeof request || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
+    _exit (72);   /* not the protocol: the service sees the socket close, goes on without us */
+  memcpy (&request, spawner->buffer, sizeof request);
+  if (request.magic != SHIMWATCH_SPAWNER_MAGIC)
+    _exit (72);
+  if (request.kind == SHIMWATCH_SPAWNER_KILL && (size_t) n == sizeof request && n_fds == 0)
     {
-      memcpy (&request, spawner->buffer, sizeof request);
-      if (request.magic == SHIMWATCH_SPAWNER_MAGIC && request.argc >= 1 &&
-          request.argc < SHIMWATCH_SPAWNER_REQUEST_MAX && request.envc < SHIMWATCH_SPAWNER_REQUEST_MAX)
-        strings = parse_strings (spawner->buffer + sizeof request, (size_t) n - sizeof request,
-                                 1 + (size_t) request.argc + request.envc);
-    }
-  if (strings == NULL || strings[1][0] != '/')
-    {
-      /* not from our service: nothing runs; its reply socket (if any) says why */
-      if (fds[0] >= 0)
-        send_message (fds[0], SHIMWATCH_SPAWNER_STARTED, 0, EINVAL, -1);
-      free (strings);
-      close_fds (fds, G_N_ELEMENTS (fds));
-      return TRUE;
-    }
+      size_t i;
+      Child *child = find_child (spawner, FALSE, request.id, &i);
 
-  error = spawn (spawner, &request, strings, fds, &pid, &pidfd);
-  free (strings);
-  /* the child has its stdin, stdout and stderr: ours go now */
-  close_fds (fds + 1, 3);
-  if (error != 0)
-    {
-      send_message (fds[0], SHIMWATCH_SPAWNER_STARTED, 0, error, -1);
-      close (fds[0]);
+      /* not reaped yet (reap() forgets the child): the pid is still this child's */
+      if (child != NULL)
+        kill (child->pid, SIGKILL);
       return TRUE;
     }
-  send_message (fds[0], SHIMWATCH_SPAWNER_STARTED, pid, 0, pidfd);
-  if (pidfd >= 0)
-    close (pidfd);
-  add_child (spawner, pid, fds[0]);
+  if (request.kind != SHIMWATCH_SPAWNER_RUN ||
+      n_fds != ((request.flags & SHIMWATCH_SPAWNER_WITH_STDIN) != 0 ? 1 : 0))
+    _exit (72);
+  run (spawner, &request, (size_t) n, fd);
+  /* the child has its stdin */
+  if (fd >= 0)
+    close (fd);
   return TRUE;
 }
 
@@ -464,6 +644,8 @@ spawner_main (int   sock,
   struct epoll_event event = { .events = EPOLLIN };
   struct sigaction action = { .sa_handler = SIG_DFL };
   sigset_t signals;
+  int size = 4 * SHIMWATCH_SPAWNER_REPLY_MAX;
+  socklen_t size_length = sizeof size;
 
   /* dies with the service; if it is gone already, at once */
   if (prctl (PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid () != parent)
@@ -483,53 +665,73 @@ spawner_main (int   sock,
   if (chdir ("/") != 0)
     _exit (71);
 
+  /* A record is at most what the socket's send buffer holds: as much as the system lets
+   * us ask for (net.core.wmem_max), and no more than the service reads at once. */
+  setsockopt (sock, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  if (getsockopt (sock, SOL_SOCKET, SO_SNDBUF, &size, &size_length) != 0 || size < 4096)
+    _exit (71);
+  spawner.reply_max = MIN ((size_t) size - 256, SHIMWATCH_SPAWNER_REPLY_MAX);
+
   spawner.buffer = malloc (SHIMWATCH_SPAWNER_REQUEST_MAX);
+  spawner.scratch = malloc (READ_SIZE);
+  spawner.dev_null = open ("/dev/null", O_RDONLY | O_CLOEXEC);
   spawner.signal_fd = signalfd (-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
   spawner.epoll = epoll_create1 (EPOLL_CLOEXEC);
   /* the children's stack, with a guard page below it */
   spawner.stack = mmap (NULL, CHILD_STACK_SIZE + getpagesize (), PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (spawner.buffer == NULL || spawner.signal_fd < 0 || spawner.epoll < 0 ||
-      spawner.stack == MAP_FAILED ||
+  if (spawner.buffer == NULL || spawner.scratch == NULL || spawner.dev_null < 0 ||
+      spawner.signal_fd < 0 || spawner.epoll < 0 || spawner.stack == MAP_FAILED ||
       mprotect (spawner.stack, getpagesize (), PROT_NONE) != 0)
     _exit (71);
   spawner.stack += getpagesize ();
-  event.data.ptr = TOKEN_SOCKET;
+  event.data.u64 = TOKEN_SOCKET;
   if (epoll_ctl (spawner.epoll, EPOLL_CTL_ADD, sock, &event) != 0)
     _exit (71);
-  event.data.ptr = TOKEN_SIGNAL;
+  event.data.u64 = TOKEN_SIGNAL;
   if (epoll_ctl (spawner.epoll, EPOLL_CTL_ADD, spawner.signal_fd, &event) != 0)
     _exit (71);
 
   for (;;)
     {
-      struct epoll_event events[32];
+      struct epoll_event events[64];
+      gboolean requests = FALSE;
+      gboolean writable = FALSE;
+      gboolean ended = FALSE;
       int n = epoll_wait (spawner.epoll, events, G_N_ELEMENTS (events), -1);
 
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
         _exit (71);
-      /* reaping first: a reply socket of this batch may belong to a child reaped in it */
-      for (int i = 0; i < n; i++)
-        if (events[i].data.ptr == TOKEN_SIGNAL)
-          reap (&spawner);
+      /* Output first, then the queue and the requests, the reaping last: only the reaping
+       * forgets a child, so the pipes of this batch all belong to children still here. */
       for (int i = 0; i < n; i++)
         {
-          if (events[i].data.ptr == TOKEN_SOCKET)
+          if (events[i].data.u64 == TOKEN_SOCKET)
             {
-              while (handle_request (&spawner))
-                ;
+              requests |= (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+              writable |= (events[i].events & EPOLLOUT) != 0;
             }
-          else if (events[i].data.ptr != TOKEN_SIGNAL)
+          else if (events[i].data.u64 == TOKEN_SIGNAL)
+            ended = TRUE;
+          else
             {
-              Child *child = events[i].data.ptr;
+              Child *child = (Child *) (uintptr_t) (events[i].data.u64 & ~(guint64) 1);
+              int p = (int) (events[i].data.u64 & 1);
 
-              /* still there (not reaped above) and still listened to */
-              if (find_child_by_ptr (&spawner, child) && child->reply >= 0)
-                reply_readable (&spawner, child);
+              if (child->fds[p] >= 0)
+                read_output (&spawner, child, p,
+                             (events[i].events & (EPOLLHUP | EPOLLERR)) != 0);
             }
         }
+      if (writable)
+        flush_queue (&spawner);
+      if (requests)
+        while (handle_request (&spawner))
+          ;
+      if (ended)
+        reap (&spawner);
     }
 }
 

@@ -8,24 +8,39 @@
  * about four thousand, and each `shim start` or `shim delete` spawned from the service
  * itself paid for them twice, in the service's own CPU. The spawner is forked once, at
  * start-up, before the service opens anything or starts a thread; it holds its socket,
- * an epoll set, a signalfd and one socket per command it runs, nothing else.
+ * an epoll set, a signalfd, /dev/null and the read ends of the output pipes of the
+ * commands it runs, nothing else.
+ *
+ * It does all of a run but the asking: it makes the child's stdout and stderr pipes,
+ * reads them as the child writes, reaps the child, and tells the service the end, with
+ * the output, in one record. The service's side of a run is one send and one receive on
+ * the one socket, no descriptor of its own: with a `shim delete` per dead shim, the
+ * socketpair, pipes, fcntl(2)s, descriptor passing and poller watches a run used to cost
+ * the main thread were a third of its system calls per death.
  *
  * Protocol (SOCK_SEQPACKET; one message is one record, never split nor merged):
  *
- *  - service → spawner, on the spawner's socket: a ShimwatchSpawnerRequest, then the
- *    working directory, argv[0..argc-1] and envp[0..envc-1], each NUL-terminated; with
- *    SCM_RIGHTS, in this order: the request's own reply socket (one end of a fresh
- *    socketpair), the child's stdin, stdout and stderr. The spawner closes the last three
- *    once the child has its own (its clone has returned).
- *  - spawner → service, on the reply socket: STARTED with the pid (with its pidfd when
- *    asked for and pidfd_open(2) works), or with the errno of the spawn; later EXITED
- *    with the wait status once the spawner has reaped the child. After its last message
- *    (EXITED, or a STARTED with an errno) it closes the reply socket: the service is
- *    woken by that close alone, and reads everything then (one wake-up per run, not one
- *    per message).
- *  - service → spawner, on the reply socket: KILL, SIGKILL to the child unless it is
- *    reaped already. The spawner is the child's parent, so the pid it signals is still the
- *    child's until the spawner itself reaps it: no pid-reuse race.
+ *  - service → spawner: RUN, a ShimwatchSpawnerRequest with the run's id (the service's
+ *    choice, never reused), then the working directory, argv[0..argc-1] and
+ *    envp[0..envc-1], each NUL-terminated; with SHIMWATCH_SPAWNER_WITH_STDIN, the child's
+ *    stdin as the one descriptor of the message (SCM_RIGHTS), else the child reads
+ *    /dev/null.
+ *  - service → spawner: KILL, a bare ShimwatchSpawnerRequest with the id of a run: SIGKILL
+ *    to its child unless it is reaped already. The spawner is the child's parent, so the
+ *    pid it signals is still the child's until the spawner itself reaps it: no pid-reuse
+ *    race. A KILL for a run that has ended is ignored.
+ *  - spawner → service: DONE, a ShimwatchSpawnerReply with the run's id, the errno of the
+ *    spawn (nothing ran) or the wait status, followed by the child's stdout and then its
+ *    stderr (lengths[0] and lengths[1] bytes, each at most SHIMWATCH_SPAWN_OUTPUT_MAX: what
+ *    is beyond is read and dropped). Output that does not fit in one record of
+ *    SHIMWATCH_SPAWNER_REPLY_MAX bytes comes before it in OUTPUT records of the same
+ *    layout, in order. DONE is the run's last record.
+ *
+ * Replies of different runs come in the order the runs end. What the spawner cannot send
+ * at once (the service is busy) it queues, in order, and sends when its socket takes it.
+ * The child's output is read as it comes, so a child is never blocked on a full pipe; once
+ * the child is reaped what is in its pipes is read, and what a child it left behind may
+ * still write is not waited for.
  *
  * The spawner exits at EOF on its socket, and gets SIGKILL when the service dies
  * (PR_SET_PDEATHSIG). What it leaves running then (a `shim delete` not finished) is
@@ -38,34 +53,43 @@
 
 G_BEGIN_DECLS
 
-#define SHIMWATCH_SPAWNER_MAGIC       0x31535753u   /* "SWS1" */
+#define SHIMWATCH_SPAWNER_MAGIC       0x32535753u   /* "SWS2" */
 /* a request larger than this (a huge environment) is spawned by the service itself */
 #define SHIMWATCH_SPAWNER_REQUEST_MAX (96 * 1024)
+/* the largest reply record, its header included */
+#define SHIMWATCH_SPAWNER_REPLY_MAX   (64 * 1024)
 /* what /proc/<pid>/comm says of the spawner */
 #define SHIMWATCH_SPAWNER_COMM        "shimwatch-spawn"
 
 typedef enum {
-  SHIMWATCH_SPAWNER_WANT_PIDFD = 1 << 0,   /* send the child's pidfd with STARTED */
+  SHIMWATCH_SPAWNER_WITH_STDIN = 1 << 0,   /* RUN: the child's stdin comes with it */
 } ShimwatchSpawnerFlags;
+
+typedef enum {
+  SHIMWATCH_SPAWNER_RUN = 1,   /* service → spawner */
+  SHIMWATCH_SPAWNER_KILL,      /* service → spawner */
+  SHIMWATCH_SPAWNER_OUTPUT,    /* spawner → service */
+  SHIMWATCH_SPAWNER_DONE,      /* spawner → service */
+} ShimwatchSpawnerKind;
 
 typedef struct {
   guint32 magic;
+  guint32 kind;    /* RUN or KILL */
+  guint64 id;
   guint32 flags;   /* ShimwatchSpawnerFlags */
   guint32 argc;
   guint32 envc;
+  guint32 reserved;
 } ShimwatchSpawnerRequest;
 
-typedef enum {
-  SHIMWATCH_SPAWNER_STARTED = 1,   /* value: the pid; error: the spawn's errno (no pid) */
-  SHIMWATCH_SPAWNER_EXITED,        /* value: the wait status */
-  SHIMWATCH_SPAWNER_KILL,          /* from the service: SIGKILL the child */
-} ShimwatchSpawnerMessageKind;
-
 typedef struct {
-  guint32 kind;    /* ShimwatchSpawnerMessageKind */
-  gint32  value;
-  gint32  error;
-} ShimwatchSpawnerMessage;
+  guint32 kind;        /* OUTPUT or DONE */
+  gint32  error;       /* DONE: the errno of the spawn (nothing ran), or 0 */
+  guint64 id;
+  gint32  status;      /* DONE without an error: the wait status */
+  guint32 lengths[2];  /* the stdout and stderr bytes that follow, in that order */
+  guint32 reserved;
+} ShimwatchSpawnerReply;
 
 /* Forks the spawner. Returns the service's end of its socket (close-on-exec) and sets
  * @pid, or -1 with @error set. Only async-signal-safe calls and malloc(3) run in the
