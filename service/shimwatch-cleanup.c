@@ -465,21 +465,15 @@ remove_state_now (RunData    *data,
   g_autoptr(GError) error = NULL;
   struct stat st;
 
-  /* the runc state goes with the process: never orphan a running container */
-  if (request->runc_state_dir != NULL && data->result->task_killed)
+  /* the runc state goes with the process: never orphan a running container. runc's
+   * delete removed it already, but after a failed one: one open(2) that fails says so
+   * (the path is absolute: no open and close of its parent first) */
+  if (request->runc_state_dir != NULL && data->result->task_killed &&
+      !remove_tree_at (AT_FDCWD, request->runc_state_dir, &error))
     {
-      g_autofree char *parent = g_path_get_dirname (request->runc_state_dir);
-      g_autofree char *base = g_path_get_basename (request->runc_state_dir);
-      int fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-      if (fd >= 0)
-        {
-          if (!remove_tree_at (fd, base, &error))
-            log_step (request, G_LOG_LEVEL_WARNING, "runc state %s stays: %s",
-                      request->runc_state_dir, error->message);
-          g_clear_error (&error);
-          close (fd);
-        }
+      log_step (request, G_LOG_LEVEL_WARNING, "runc state %s stays: %s",
+                request->runc_state_dir, error->message);
+      g_clear_error (&error);
     }
 
   if (request->socket_path != NULL && g_lstat (request->socket_path, &st) == 0 &&

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-cleanup.h"
@@ -497,6 +498,105 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
 #endif
 }
 
+/* -- runc's state, gone with its delete, costs one open ----------------------------------- */
+
+#if defined(__x86_64__) && defined(__NR_openat)
+static volatile gint n_remover_opens;
+
+/* SIGSYS of the seccomp filter: openat(2) of the removal thread ("sw-removal") counted,
+ * and done as openat2(2) */
+static void
+count_remover_open (int        sig,
+                    siginfo_t *info,
+                    void      *context)
+{
+  ucontext_t *uc = context;
+  int flags = (int) uc->uc_mcontext.gregs[REG_RDX];
+  struct open_how how = {
+    .flags = (guint64) (unsigned int) flags,
+    .mode = (flags & (O_CREAT | O_TMPFILE)) != 0 ? (guint64) uc->uc_mcontext.gregs[REG_R10] : 0,
+  };
+  char name[17] = "";
+  int saved_errno = errno;
+  long result;
+
+  if (prctl (PR_GET_NAME, name) == 0 && strcmp (name, "sw-removal") == 0)
+    n_remover_opens++;
+  result = syscall (SYS_openat2, (int) uc->uc_mcontext.gregs[REG_RDI],
+                    (const char *) uc->uc_mcontext.gregs[REG_RSI], &how, sizeof how);
+  uc->uc_mcontext.gregs[REG_RAX] = result < 0 ? -errno : result;
+  errno = saved_errno;
+}
+#endif
+
+/* runc's delete removes the task's runc state: the removal opened its parent directory
+ * (runc's directory of the namespace, there for the namespace's other tasks), failed to
+ * open the state in it and closed the parent again: two opens and a close per death on
+ * the removal thread. It opens the state by its path: one open that fails. The removal
+ * of one task, its runc state gone, opens 3 times (the state, and the parent and the
+ * renamed directory of the task's own), 4 on the old code; a runc state a failed delete
+ * left is still removed. */
+static void
+test_runc_state_one_open (Fixture       *fixture,
+                          gconstpointer  data)
+{
+#if defined(__x86_64__) && defined(__NR_openat)
+  const long open_call[] = { __NR_openat };
+  struct sigaction action = { .sa_sigaction = count_remover_open, .sa_flags = SA_SIGINFO };
+  g_autoptr(ShimwatchCleanup) cleanup = NULL;
+  g_autofree char *runc_ns = g_build_filename (fixture->root, "runc", "default", NULL);
+  g_autofree char *left_state = NULL;
+  ShimwatchCleanupRequest *gone, *left;
+  gint opens;
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_assert_no_errno (sigaction (SIGSYS, &action, NULL));
+  /* before the cleanup starts its thread: the filter is inherited by threads made later */
+  g_assert_true (shimwatch_test_filter_syscalls (open_call, 1, SECCOMP_RET_TRAP));
+  cleanup = shimwatch_cleanup_new (fixture->launcher, fixture->host, CONCURRENCY);
+  /* the namespace's runc directory holds another task's state */
+  g_assert_no_errno (g_mkdir_with_parents (runc_ns, 0700));
+  gone = prepare (fixture, "gone", NO_CGROUP);
+  left = prepare (fixture, "left", NO_CGROUP);
+  left_state = g_build_filename (left->runc_state_dir, "state.json", NULL);
+  g_assert_no_errno (g_mkdir_with_parents (left->runc_state_dir, 0700));
+  g_assert_true (g_file_set_contents (left_state, "{}", -1, NULL));
+
+  fixture->pending++;
+  shimwatch_cleanup_run_async (cleanup, gone, NULL, NULL, done_cb, fixture);
+  wait_done (fixture);
+  opens = g_atomic_int_get (&n_remover_opens);
+  g_test_message ("opens of the removal thread for a task whose runc state is gone: %d",
+                  opens);
+  g_assert_cmpint (opens, ==, 3);
+
+  /* a delete that failed left it: it goes */
+  fixture->pending++;
+  shimwatch_cleanup_run_async (cleanup, left, NULL, NULL, done_cb, fixture);
+  wait_done (fixture);
+  g_assert_false (g_file_test (left_state, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (runc_ns, G_FILE_TEST_IS_DIR));
+  g_clear_object (&cleanup);
+  /* the tear-down's rm(1) would die of the filter (a handler does not survive exec) */
+  {
+    g_autofree char *parent = g_path_get_dirname (fixture->root);
+    g_autofree char *base = g_path_get_basename (fixture->root);
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
+    g_assert_no_error (error);
+  }
+  exit (0);
+#else
+  g_test_skip ("the openat(2) counter is written for x86_64");
+#endif
+}
+
 /* -- a task directory removed without a stat per entry ------------------------------------ */
 
 /* in @root: tree/ with files, nested directories, an empty one, a FIFO and symlinks to a
@@ -866,6 +966,8 @@ main (int    argc,
               fixture_tear_down);
   g_test_add ("/cleanup/cgroup-gone-looked-for-once", Fixture, NULL, fixture_set_up,
               test_cgroup_gone_looked_for_once, fixture_tear_down);
+  g_test_add ("/cleanup/runc-state-one-open", Fixture, NULL, fixture_set_up,
+              test_runc_state_one_open, fixture_tear_down);
   /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
   if (g_getenv ("SHIMWATCH_TEST_REAL_CGROUP") != NULL)
     {
