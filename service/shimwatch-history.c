@@ -35,7 +35,7 @@ struct _ShimwatchHistory
   ShimwatchCounters  counters;
 
   GString           *pending_lines;  /* queued for the writer, not handed over yet */
-  char              *pending_counters;
+  gboolean           counters_changed;  /* for the writer: formatted as handed over */
   guint              batch_source;
   GThreadPool       *writer;         /* one thread: jobs are written in order */
 
@@ -147,6 +147,17 @@ write_job (gpointer data,
 
 /* -- queueing (main thread) ----------------------------------------------------------- */
 
+/* the key file GKeyFile writes (and load_counters() reads), without building one */
+static char *
+format_counters (const ShimwatchCounters *counters)
+{
+  return g_strdup_printf ("[" COUNTERS_GROUP "]\n"
+                          "DisconnectCount=%" G_GUINT64_FORMAT "\n"
+                          "ReapCount=%" G_GUINT64_FORMAT "\n"
+                          "CleanupFailureCount=%" G_GUINT64_FORMAT "\n",
+                          counters->disconnects, counters->reaps, counters->cleanup_failures);
+}
+
 static void
 hand_over (ShimwatchHistory *self,
            gboolean         *done)
@@ -159,7 +170,9 @@ hand_over (ShimwatchHistory *self,
       job->lines = self->pending_lines;
       self->pending_lines = g_string_new (NULL);
     }
-  job->counters = g_steal_pointer (&self->pending_counters);
+  if (self->counters_changed)
+    job->counters = format_counters (&self->counters);
+  self->counters_changed = FALSE;
   job->done = done;
   g_thread_pool_push (self->writer, job, NULL);
 }
@@ -480,15 +493,9 @@ shimwatch_history_set_counters (ShimwatchHistory        *self,
   self->counters = *counters;
   if (self->counters_path == NULL)
     return;
-  /* the key file GKeyFile writes (and load_counters() reads), without building one at
-   * every death */
-  g_free (self->pending_counters);
-  self->pending_counters =
-    g_strdup_printf ("[" COUNTERS_GROUP "]\n"
-                     "DisconnectCount=%" G_GUINT64_FORMAT "\n"
-                     "ReapCount=%" G_GUINT64_FORMAT "\n"
-                     "CleanupFailureCount=%" G_GUINT64_FORMAT "\n",
-                     counters->disconnects, counters->reaps, counters->cleanup_failures);
+  /* formatted once per batch, as it is handed to the writer: not at every change (two
+   * per death) */
+  self->counters_changed = TRUE;
   schedule (self);
 }
 
@@ -647,13 +654,12 @@ shimwatch_history_finalize (GObject *object)
   ShimwatchHistory *self = SHIMWATCH_HISTORY (object);
 
   /* whatever is queued is written before the service goes */
-  if (self->pending_lines->len > 0 || self->pending_counters != NULL)
+  if (self->pending_lines->len > 0 || self->counters_changed)
     hand_over (self, NULL);
   g_thread_pool_free (self->writer, FALSE, TRUE);
   g_clear_handle_id (&self->batch_source, g_source_remove);
   g_queue_clear_full (&self->events, (GDestroyNotify) entry_free);
   g_string_free (self->pending_lines, TRUE);
-  g_free (self->pending_counters);
   g_free (self->path);
   g_free (self->rotated_path);
   g_free (self->counters_path);

@@ -392,6 +392,42 @@ test_one_allocation_per_event (Fixture       *fixture,
   }
   shimwatch_history_sync (history);
 }
+/* The counters were formatted for the file at each change, two per death, though the
+ * writer takes them once per batch: they are formatted as they are handed over. 20
+ * changes in a batch allocate nothing (20 formattings on the old code), and the file
+ * says the last of them. */
+static void
+test_counters_formatted_once (Fixture       *fixture,
+                              gconstpointer  data)
+{
+  g_autoptr(ShimwatchHistory) history = shimwatch_history_new (fixture->dir, CAPACITY, 1 << 20);
+  g_autoptr(ShimwatchHistory) again = NULL;
+  ShimwatchCounters counters = { 0 };
+  guint before;
+
+  /* the first change arms the batch's timer */
+  shimwatch_history_set_counters (history, &counters);
+  before = n_mallocs;
+  malloc_counting = TRUE;
+  for (guint i = 1; i <= 20; i++)
+    {
+      counters.disconnects = i;
+      counters.reaps = i;
+      counters.cleanup_failures = i / 2;
+      shimwatch_history_set_counters (history, &counters);
+    }
+  malloc_counting = FALSE;
+  g_test_message ("allocations for 20 changes of the counters: %u", n_mallocs - before);
+  g_assert_cmpuint (n_mallocs - before, ==, 0);
+  shimwatch_history_sync (history);
+  g_clear_object (&history);
+
+  again = shimwatch_history_new (fixture->dir, CAPACITY, 1 << 20);
+  shimwatch_history_get_counters (again, &counters);
+  g_assert_cmpuint (counters.disconnects, ==, 20);
+  g_assert_cmpuint (counters.reaps, ==, 20);
+  g_assert_cmpuint (counters.cleanup_failures, ==, 10);
+}
 #endif
 
 int
@@ -415,6 +451,8 @@ main (int    argc,
 #ifdef SHIMWATCH_TEST_MALLOC_COUNT
   g_test_add ("/history/one-allocation-per-event", Fixture, NULL, fixture_set_up,
               test_one_allocation_per_event, fixture_tear_down);
+  g_test_add ("/history/counters-formatted-once", Fixture, NULL, fixture_set_up,
+              test_counters_formatted_once, fixture_tear_down);
 #endif
   return g_test_run ();
 }
