@@ -82,7 +82,9 @@ fixture_tear_down (Fixture       *fixture,
   g_clear_object (&fixture->cleanup);
   g_clear_object (&fixture->launcher);
   g_clear_pointer (&fixture->host, shimwatch_cgroup_host_unref);
-  g_assert_cmpint (system (cmd), ==, 0);
+  /* a test under a seccomp filter removes it itself: rm(1) would die of the filter */
+  if (g_file_test (fixture->root, G_FILE_TEST_EXISTS))
+    g_assert_cmpint (system (cmd), ==, 0);
   g_free (fixture->cgroup_mount);
   g_free (fixture->root);
 }
@@ -411,7 +413,7 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
   const long stat_call[] = { __NR_newfstatat };
   struct sigaction action = { .sa_sigaction = count_cgroup_stat, .sa_flags = SA_SIGINFO };
   const char *mounts[N_HIERARCHIES + 1] = { NULL };
-  g_autofree char *dirs[N_HIERARCHIES] = { NULL };
+  char *dirs[N_HIERARCHIES] = { NULL };
   g_autoptr(ShimwatchCgroupHost) host = NULL;
   g_autoptr(ShimwatchCleanup) cleanup = NULL;
   g_autofree char *events = NULL;
@@ -483,7 +485,10 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
       g_assert_false (g_file_test (one, G_FILE_TEST_EXISTS));
     }
   g_clear_object (&cleanup);
-  /* the tear-down's rm(1) would die of the filter (a handler does not survive exec) */
+  for (guint i = 0; i < N_HIERARCHIES; i++)
+    g_free (dirs[i]);
+  /* not by the tear-down's rm(1), which would die of the filter (a handler does not
+   * survive exec) */
   {
     g_autofree char *parent = g_path_get_dirname (fixture->root);
     g_autofree char *base = g_path_get_basename (fixture->root);
@@ -492,7 +497,6 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
     g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
     g_assert_no_error (error);
   }
-  exit (0);
 #else
   g_test_skip ("the newfstatat(2) counter is written for x86_64");
 #endif
@@ -582,7 +586,8 @@ test_runc_state_one_open (Fixture       *fixture,
   g_assert_false (g_file_test (left_state, G_FILE_TEST_EXISTS));
   g_assert_true (g_file_test (runc_ns, G_FILE_TEST_IS_DIR));
   g_clear_object (&cleanup);
-  /* the tear-down's rm(1) would die of the filter (a handler does not survive exec) */
+  /* not by the tear-down's rm(1), which would die of the filter (a handler does not
+   * survive exec) */
   {
     g_autofree char *parent = g_path_get_dirname (fixture->root);
     g_autofree char *base = g_path_get_basename (fixture->root);
@@ -591,7 +596,6 @@ test_runc_state_one_open (Fixture       *fixture,
     g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
     g_assert_no_error (error);
   }
-  exit (0);
 #else
   g_test_skip ("the openat(2) counter is written for x86_64");
 #endif
