@@ -23,6 +23,9 @@ struct _ShimwatchPoller
   GHashTable *by_fd;        /* fd number → the watch added last for it, while it is added */
   gboolean    dispatching;  /* a batch is being handed out */
   gboolean    muted;        /* the epoll fd is left out of the poll (a nested iteration) */
+  guint64     n_waits;      /* epoll_wait() calls so far */
+  guint64     last_sweep;   /* the last of them that took every ready fd (0: none yet) */
+  gint64      last_sweep_started;   /* when it was called (monotonic) */
 };
 
 struct _ShimwatchPollerWatch
@@ -37,6 +40,8 @@ struct _ShimwatchPollerWatch
   guint                  ref_count;   /* 1 while added, +1 while in a dispatched batch */
   gboolean               removed;
   gboolean               fd_lost;     /* closed while watched, its number taken since */
+  guint64                in_from;     /* the first epoll_wait() that looked for its IN */
+  guint64                reported;    /* the last epoll_wait() that found it ready */
   GList                  link;        /* in poller->watches while added */
 };
 
@@ -94,11 +99,13 @@ poller_dispatch (GSource     *source,
 {
   ShimwatchPoller *self = (ShimwatchPoller *) source;
   struct epoll_event ready[MAX_EVENTS];
+  gint64 started;
   int n;
 
   /* a main-loop iteration run from one of our callbacks: the batch is not done */
   if (self->dispatching)
     return G_SOURCE_CONTINUE;
+  started = g_get_monotonic_time ();
   n = epoll_wait (self->epfd, ready, MAX_EVENTS, 0);
   if (n < 0)
     {
@@ -106,11 +113,24 @@ poller_dispatch (GSource     *source,
         g_warning ("epoll_wait: %s", g_strerror (errno));
       return G_SOURCE_CONTINUE;
     }
+  /* Fewer than asked for: the kernel looked at every fd on its ready list, and a
+   * level-triggered fd with data to read is on it (shimwatch_poller_watch_is_drained()) */
+  self->n_waits++;
+  if (n < MAX_EVENTS)
+    {
+      self->last_sweep = self->n_waits;
+      self->last_sweep_started = started;
+    }
 
   /* a callback may remove any watch of the batch (and close its fd, and have a new watch
    * take the same fd number): each stays allocated, marked removed, until the batch ends */
   for (int i = 0; i < n; i++)
-    ((ShimwatchPollerWatch *) ready[i].data.ptr)->ref_count++;
+    {
+      ShimwatchPollerWatch *watch = ready[i].data.ptr;
+
+      watch->ref_count++;
+      watch->reported = self->n_waits;
+    }
   sort_by_priority (ready, n);
   self->dispatching = TRUE;
   for (int i = 0; i < n; i++)
@@ -277,6 +297,7 @@ shimwatch_poller_add (ShimwatchPoller        *self,
   watch->user_data = user_data;
   watch->destroy = destroy;
   watch->ref_count = 1;
+  watch->in_from = self->n_waits + 1;
   watch->link.data = watch;
   g_queue_push_tail_link (&self->watches, &watch->link);
   /* The kernel keys its set by file and number, so an added watch of the same number
@@ -321,6 +342,8 @@ shimwatch_poller_watch_set_events (ShimwatchPollerWatch   *watch,
                    "cannot change the watch of fd %d: %s", watch->fd, g_strerror (saved_errno));
       return FALSE;
     }
+  if ((events & SHIMWATCH_POLLER_IN) && !(watch->events & SHIMWATCH_POLLER_IN))
+    watch->in_from = watch->poller->n_waits + 1;
   watch->events = events;
   return TRUE;
 }
@@ -353,6 +376,25 @@ shimwatch_poller_watch_get_fd (ShimwatchPollerWatch *watch)
 {
   g_return_val_if_fail (watch != NULL, -1);
   return watch->fd;
+}
+
+gboolean
+shimwatch_poller_watch_is_drained (ShimwatchPollerWatch *watch,
+                                   gint64                writers_gone_at)
+{
+  ShimwatchPoller *self;
+
+  g_return_val_if_fail (watch != NULL, FALSE);
+
+  self = watch->poller;
+  /* The last complete epoll_wait() began after the writers were gone, and the fd was
+   * watched for IN then. Had the fd held anything, the kernel would have handed it out
+   * in that call (level-triggered, fewer events than asked for); it did not, and no
+   * call since did: the fd was empty then, and nobody has written to it since. */
+  return writers_gone_at > 0 && !watch->removed && !watch->fd_lost &&
+         (watch->events & SHIMWATCH_POLLER_IN) != 0 &&
+         self->last_sweep != 0 && self->last_sweep_started > writers_gone_at &&
+         watch->in_from <= self->last_sweep && watch->reported < self->last_sweep;
 }
 
 void

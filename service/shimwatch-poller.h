@@ -75,6 +75,14 @@ void                  shimwatch_poller_watch_set_priority (ShimwatchPollerWatch 
 int                   shimwatch_poller_watch_get_priority (ShimwatchPollerWatch  *watch);
 ShimwatchPollerEvents shimwatch_poller_watch_get_events (ShimwatchPollerWatch  *watch);
 int                   shimwatch_poller_watch_get_fd     (ShimwatchPollerWatch  *watch);
+/* Whether a watched fd (a FIFO held O_RDWR, which never sees an end of file) is known to
+ * be empty, so that a last read before closing it, which would find nothing (EAGAIN), can
+ * be left out without losing anything: every writer of it was gone at @writers_gone_at
+ * (g_get_monotonic_time(); 0: not known), and an epoll_wait() that began after that
+ * looked at every ready fd (it took fewer than it could) and did not find this one, nor
+ * did any call since. FALSE whenever that is not known. */
+gboolean              shimwatch_poller_watch_is_drained (ShimwatchPollerWatch  *watch,
+                                                         gint64                 writers_gone_at);
 /* Removes the watch: its callback is not called again, its destroy notify runs now. */
 void                  shimwatch_poller_watch_remove     (ShimwatchPollerWatch  *watch);
 

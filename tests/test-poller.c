@@ -14,10 +14,12 @@
 #include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 
 #include "shimwatch-poller.h"
 
@@ -633,6 +635,153 @@ test_nested_iteration (void)
   close (c[1]);
 }
 
+/* A FIFO held O_RDWR never sees an end of file: its last read before the close finds
+ * nothing (EAGAIN) whenever its callback read everything. That read may be left out
+ * only where the poller knows it would find nothing: an epoll_wait() that began after
+ * the writers were gone looked at every ready fd (fewer events than asked for) and did
+ * not find this one, nor did any since. Never otherwise: data written before the
+ * writers went, a sweep that did not look at everything (a full batch), a watch added
+ * after the sweep. */
+static void
+sweep_with (Counter *other,
+            int      peer)
+{
+  other->calls = 0;
+  g_assert_cmpint (write (peer, "x", 1), ==, 1);
+  wait_for (called, other);
+}
+
+static void
+test_drained (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("swpoller-XXXXXX", &error);
+  g_autofree char *path = NULL;
+  g_autofree Counter *many = NULL;
+  g_autofree int *many_peers = NULL;
+  g_autofree ShimwatchPollerWatch **many_watches = NULL;
+  Counter fifo = { 0 }, other = { 0 }, late = { 0 };
+  ShimwatchPollerWatch *watch, *other_watch, *late_watch;
+  struct rlimit limit;
+  int pair[2], late_pipe[2], writer;
+  guint n_many = 300;
+  char buffer[16];
+  gint64 gone;
+
+  g_assert_no_error (error);
+  path = g_build_filename (dir, "fifo", NULL);
+  g_assert_no_errno (mkfifo (path, 0600));
+  fifo.fd = open (path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  g_assert_cmpint (fifo.fd, >=, 0);
+  fifo.keep = TRUE;          /* reads nothing: what is written stays until the test reads */
+  writer = open (path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  g_assert_cmpint (writer, >=, 0);
+  make_socketpair (pair);
+  other.fd = pair[0];
+  other.keep = TRUE;
+  other.drain = TRUE;
+  watch = shimwatch_poller_add (poller, fifo.fd, SHIMWATCH_POLLER_IN, count_cb, &fifo, NULL,
+                                &error);
+  g_assert_no_error (error);
+  other_watch = shimwatch_poller_add (poller, other.fd, SHIMWATCH_POLLER_IN, count_cb, &other,
+                                      NULL, &error);
+  g_assert_no_error (error);
+  sweep_with (&other, pair[1]);
+
+  /* nothing is known while the writers are not known gone */
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, 0));
+
+  /* a line written before its writer went: no sweep since, then one that found it */
+  g_assert_cmpint (write (writer, "line\n", 5), ==, 5);
+  close (writer);
+  g_usleep (2);
+  gone = g_get_monotonic_time ();
+  g_usleep (2);
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, gone));
+  wait_for (called, &fifo);
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, gone));
+  /* still there: every sweep finds it again */
+  fifo.calls = 0;
+  sweep_with (&other, pair[1]);
+  g_assert_cmpuint (fifo.calls, >=, 1);
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, gone));
+
+  /* read to the end: the sweep after that does not find it, and it is drained; not for
+   * writers gone after that sweep began */
+  g_assert_cmpint (read (fifo.fd, buffer, sizeof buffer), ==, 5);
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, gone));
+  fifo.calls = 0;
+  sweep_with (&other, pair[1]);
+  g_assert_cmpuint (fifo.calls, ==, 0);
+  g_assert_true (shimwatch_poller_watch_is_drained (watch, gone));
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, g_get_monotonic_time ()));
+
+  /* a watch added after the last sweep: that sweep did not look at it */
+  g_assert_no_errno (pipe2 (late_pipe, O_NONBLOCK | O_CLOEXEC));
+  late.fd = late_pipe[0];
+  late.keep = TRUE;
+  late_watch = shimwatch_poller_add (poller, late.fd, SHIMWATCH_POLLER_IN, count_cb, &late,
+                                     NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (shimwatch_poller_watch_is_drained (late_watch, gone));
+  sweep_with (&other, pair[1]);
+  g_assert_true (shimwatch_poller_watch_is_drained (late_watch, gone));
+
+  /* more ready fds than one epoll_wait() takes: a batch that did not look at all of them
+   * is no sweep, whatever it did not hand out */
+  g_assert_no_errno (getrlimit (RLIMIT_NOFILE, &limit));
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 2 * n_many + 64)
+    {
+      limit.rlim_cur = MIN (limit.rlim_max, 2 * n_many + 64);
+      g_assert_no_errno (setrlimit (RLIMIT_NOFILE, &limit));
+    }
+  g_assert_cmpuint (limit.rlim_cur, >=, 2 * n_many + 64);
+  many = g_new0 (Counter, n_many);
+  many_peers = g_new0 (int, n_many);
+  many_watches = g_new0 (ShimwatchPollerWatch *, n_many);
+  for (guint i = 0; i < n_many; i++)
+    {
+      int fds[2];
+
+      make_socketpair (fds);
+      many[i].fd = fds[0];
+      many[i].keep = TRUE;    /* stays ready */
+      many_peers[i] = fds[1];
+      g_assert_cmpint (write (fds[1], "x", 1), ==, 1);
+      many_watches[i] = shimwatch_poller_add (poller, fds[0], SHIMWATCH_POLLER_IN, count_cb,
+                                              &many[i], NULL, &error);
+      g_assert_no_error (error);
+    }
+  g_usleep (2);
+  gone = g_get_monotonic_time ();
+  g_usleep (2);
+  for (guint round = 0; round < 4; round++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (many[0].calls + many[n_many - 1].calls, >, 0);
+  g_assert_false (shimwatch_poller_watch_is_drained (watch, gone));
+  g_assert_false (shimwatch_poller_watch_is_drained (late_watch, gone));
+  for (guint i = 0; i < n_many; i++)
+    {
+      shimwatch_poller_watch_remove (many_watches[i]);
+      close (many[i].fd);
+      close (many_peers[i]);
+    }
+  sweep_with (&other, pair[1]);
+  g_assert_true (shimwatch_poller_watch_is_drained (watch, gone));
+
+  shimwatch_poller_watch_remove (late_watch);
+  shimwatch_poller_watch_remove (other_watch);
+  shimwatch_poller_watch_remove (watch);
+  close (late_pipe[0]);
+  close (late_pipe[1]);
+  close (pair[0]);
+  close (pair[1]);
+  close (fifo.fd);
+  g_assert_no_errno (g_unlink (path));
+  g_assert_no_errno (g_rmdir (dir));
+}
+
 static void
 test_refused_fd (void)
 {
@@ -771,6 +920,7 @@ main (int    argc,
   g_test_add_func ("/poller/nested-iteration", test_nested_iteration);
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
   g_test_add_func ("/poller/timer-source", test_timer_source);
+  g_test_add_func ("/poller/drained", test_drained);
 
   return g_test_run ();
 }
