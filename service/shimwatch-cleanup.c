@@ -799,6 +799,8 @@ task_dead (GTask   *task,
     log_step (data->request, G_LOG_LEVEL_WARNING,
               "processes in cgroup %s outlived SIGKILL for %u ms", data->request->cgroup_path,
               KILL_WAIT_MS);
+  if (dead && emptied && data->request->cgroup_path != NULL)
+    data->result->emptied_at = g_get_monotonic_time ();
   if (dead)
     {
       data->result->task_killed = TRUE;

@@ -58,6 +58,8 @@ typedef struct {
   ShimwatchExit deleted;      /* its answer, when delete_ok */
   char         *delete_error; /* why not, otherwise */
   gboolean      removed;      /* the task directory is gone */
+  gint64        emptied_at;   /* when (g_get_monotonic_time()) step 1 saw the task's cgroup
+                               * empty, its init dead; 0: it never did */
 } ShimwatchCleanupResult;
 
 void shimwatch_cleanup_result_free (ShimwatchCleanupResult *result);

@@ -287,14 +287,55 @@ shimwatch_shim_cleanup_request (ShimwatchShim *self,
                                      strlen ("unix://"));
   request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
   request->kill_task = kill_task && self->task_pidfd >= 0;
-  if (self->task_pidfd >= 0)
-    request->pidfd = dup (self->task_pidfd);
+  /* the task's end is the cleanup's to watch from now on: its pidfd goes with it (a
+   * cleanup request is made once, at the task's end) */
+  request->pidfd = self->task_pidfd;
+  self->task_pidfd = -1;
   request->cgroup_path = g_strdup (self->cgroup_path);
   request->timeout_ms = config->cleanup_timeout_ms;
   return request;
 }
 
 /* -- the dead-shim path ------------------------------------------------------------------ */
+
+/* a shim whose death its pidfd had not told yet when its connection closed: asked again */
+static void
+look_at_kept_pidfd (ShimwatchShim *self,
+                    gboolean       last_time)
+{
+  if (self->shim_pidfd_kept < 0)
+    return;
+  if (poll (&(struct pollfd) { .fd = self->shim_pidfd_kept, .events = POLLIN }, 1, 0) > 0)
+    {
+      if (self->shim_dead_at == 0)
+        self->shim_dead_at = g_get_monotonic_time ();
+    }
+  else if (!last_time)
+    return;
+  close (g_steal_fd (&self->shim_pidfd_kept));
+}
+
+/* The cleanup is over. Who writes to the task's FIFOs (its output, the shim's log) is
+ * the shim, and what runs in the task: once the shim's pidfd said it was dead and the
+ * cleanup saw the task's cgroup empty, nobody does any more, and the last read of each
+ * FIFO can be left out where the poller has seen it empty since. Otherwise (a death
+ * never seen, a child of the shim that kept its socket, a task without a cgroup,
+ * processes that outlived the kill) they are read as before. */
+static void
+outputs_ended (ShimwatchShim                *self,
+               const ShimwatchCleanupResult *outcome)
+{
+  gint64 gone_at;
+
+  look_at_kept_pidfd (self, TRUE);
+  if (self->shim_dead_at <= 0 || outcome->emptied_at == 0)
+    return;
+  gone_at = MAX (self->shim_dead_at, outcome->emptied_at);
+  if (self->task_log != NULL)
+    shimwatch_task_log_set_writers_gone (self->task_log, gone_at);
+  if (self->handle != NULL && self->handle->log != NULL)
+    shimwatch_shim_log_set_writers_gone (self->handle->log, gone_at);
+}
 
 static void
 killed_cb (guint32  pid,
@@ -303,6 +344,7 @@ killed_cb (guint32  pid,
 {
   ShimwatchShim *self = user_data;
 
+  look_at_kept_pidfd (self, FALSE);
   /* the container is really dead now: tell clients at once, delete can take its time */
   shimwatch_shim_emit_task_exit (self, pid, 128 + SIGKILL, when, "shim-died");
 }
@@ -318,6 +360,7 @@ crash_cleanup_done_cb (GObject      *source,
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
   shimwatch_crash_point ("cleaned");
+  outputs_ended (self, outcome);
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* runc's delete --force ended what the dead shim left running */
@@ -375,10 +418,17 @@ kill_shim_process (ShimwatchShim *self)
         }
     }
   /* a pidfd turns readable once its process has exited: a dead shim is left alone */
-  if (pidfd >= 0 && poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0 &&
-      pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
-                        "sent SIGKILL to shim process %u, still there at the disconnection", pid);
+  if (pidfd >= 0)
+    {
+      int ready = poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0);
+
+      if (ready > 0 && pidfd == self->shim_pidfd && self->shim_dead_at == 0)
+        self->shim_dead_at = g_get_monotonic_time ();
+      else if (ready == 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
+        shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+                            "sent SIGKILL to shim process %u, still there at the disconnection",
+                            pid);
+    }
   if (pidfd >= 0 && pidfd != self->shim_pidfd)
     close (pidfd);
 }
@@ -430,6 +480,14 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
+  /* a shim dying as its connection closed may not have said so through its pidfd yet */
+  if (self->shim_dead_at == 0 && self->shim_pidfd >= 0 && self->shim_pidfd_watch != NULL &&
+      self->exported && self->shim_pidfd_kept < 0 &&
+      self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
+    {
+      g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
+      self->shim_pidfd_kept = g_steal_fd (&self->shim_pidfd);
+    }
   shimwatch_shim_stop_watching (self);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)

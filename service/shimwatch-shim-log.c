@@ -27,6 +27,7 @@ struct _ShimwatchShimLog
   int      fd;
   ShimwatchPollerWatch *watch;
   GString *line;
+  gint64   writers_gone_at;   /* 0: not known */
 };
 
 G_DEFINE_TYPE (ShimwatchShimLog, shimwatch_shim_log, G_TYPE_OBJECT)
@@ -118,11 +119,22 @@ shimwatch_shim_log_close (ShimwatchShimLog *self)
 
   if (self->fd < 0)
     return;
-  readable_cb (self->fd, SHIMWATCH_POLLER_IN, self);
+  /* what is still in the FIFO: a read, unless the poller knows there is nothing */
+  if (!shimwatch_poller_watch_is_drained (self->watch, self->writers_gone_at))
+    readable_cb (self->fd, SHIMWATCH_POLLER_IN, self);
   emit_line (self);
   g_clear_pointer (&self->watch, shimwatch_poller_watch_remove);
   g_close (self->fd, NULL);
   self->fd = -1;
+}
+
+void
+shimwatch_shim_log_set_writers_gone (ShimwatchShimLog *self,
+                                     gint64            when)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM_LOG (self));
+
+  self->writers_gone_at = when;
 }
 
 static void

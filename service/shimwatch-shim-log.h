@@ -18,5 +18,9 @@ ShimwatchShimLog *shimwatch_shim_log_open (const char  *task_dir,
                                            const char  *id,
                                            GError     **error);
 void              shimwatch_shim_log_close (ShimwatchShimLog *self);
+/* every process that wrote to the FIFO was gone at @when (g_get_monotonic_time()): the
+ * close need not read what the poller has already seen is not there */
+void              shimwatch_shim_log_set_writers_gone (ShimwatchShimLog *self,
+                                                       gint64            when);
 
 G_END_DECLS

@@ -49,6 +49,10 @@ struct _ShimwatchShim
   int                  task_pidfd;
   int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
   ShimwatchPollerWatch *shim_pidfd_watch;
+  gint64               shim_dead_at;     /* when its pidfd said it was dead, 0: not yet;
+                                          * -1: a child of it lives on with its socket */
+  int                  shim_pidfd_kept;  /* its death not seen at the disconnection: looked
+                                          * at again as its task is found dead */
   ShimwatchHealthTarget *health;        /* in the health checks while connected */
 
   gboolean             exported;

@@ -39,6 +39,8 @@ shim_process_exited_cb (int                   fd,
 {
   ShimwatchShim *self = user_data;
 
+  if (self->shim_dead_at == 0)
+    self->shim_dead_at = g_get_monotonic_time ();
   /* out of the epoll set first: what follows may end the shim's connection, which closes
    * this pidfd (shimwatch_shim_stop_watching), and a new fd of that number (the task's
    * pidfd that the cleanup watches) must not lose its watch when this one goes */
@@ -51,6 +53,8 @@ shim_process_exited_cb (int                   fd,
     shimwatch_ttrpc_collect (shimwatch_task_client_get_ttrpc (self->handle->client));
   if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     {
+      /* and may hold the shim's FIFOs too: they are read to the end */
+      self->shim_dead_at = -1;
       shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected",
                           "shim process %u is dead but its connection is still open (a child of the "
                           "shim holds the socket); treating the shim as gone",

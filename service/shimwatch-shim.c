@@ -1210,6 +1210,8 @@ shimwatch_shim_finalize (GObject *object)
 
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
+  if (self->shim_pidfd_kept >= 0)
+    close (self->shim_pidfd_kept);
   g_ptr_array_unref (self->early_events);
   g_ptr_array_unref (self->waiting_calls);
   g_clear_object (&self->task_log);
@@ -1340,6 +1342,7 @@ shimwatch_shim_init (ShimwatchShim *self)
 {
   self->task_pidfd = -1;
   self->shim_pidfd = -1;
+  self->shim_pidfd_kept = -1;
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
   self->waiting_calls = g_ptr_array_new ();
   self->stop_waiters = g_ptr_array_new ();

@@ -49,6 +49,7 @@ struct _ShimwatchTaskLog
   gboolean               write_failed;  /* logged once until a write succeeds again */
   GList                 *readers;       /* following readers (Reader *) */
   gboolean               done;
+  gint64                 writers_gone_at;   /* 0: not known */
 };
 
 G_DEFINE_TYPE (ShimwatchTaskLog, shimwatch_task_log, G_TYPE_OBJECT)
@@ -1044,7 +1045,9 @@ stop (ShimwatchTaskLog *self,
         {
           char stamp[TIME_LEN + 1];
 
-          drain (self, stream, FINISH_BUDGET);
+          /* a read, unless the poller knows there is nothing left */
+          if (!shimwatch_poller_watch_is_drained (stream->watch, self->writers_gone_at))
+            drain (self, stream, FINISH_BUDGET);
           /* an unfinished last line is a line too */
           shimwatch_task_log_format_time (g_get_real_time (), stamp);
           if (stream->partial->len > 0)
@@ -1101,6 +1104,15 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
   stop (self, TRUE);
   self->done = TRUE;
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
+}
+
+void
+shimwatch_task_log_set_writers_gone (ShimwatchTaskLog *self,
+                                     gint64            when)
+{
+  g_return_if_fail (SHIMWATCH_IS_TASK_LOG (self));
+
+  self->writers_gone_at = when;
 }
 
 void

@@ -99,6 +99,10 @@ guint             shimwatch_task_log_get_n_readers (ShimwatchTaskLog            
 /* the task was deleted: drain what is left, stop, mark the log deleted (retention starts
  * now), and end every reader once it has what was written. Emits "finished". */
 void              shimwatch_task_log_finish      (ShimwatchTaskLog              *self);
+/* every process that wrote to the task's FIFOs was gone at @when (g_get_monotonic_time()):
+ * the finish need not read what the poller has already seen is not there */
+void              shimwatch_task_log_set_writers_gone (ShimwatchTaskLog         *self,
+                                                       gint64                    when);
 /* the service stops: stop draining (the shim keeps the FIFOs), end the readers */
 void              shimwatch_task_log_detach      (ShimwatchTaskLog              *self);
 /* a failed CreateTask: as detach, and the log directory goes */

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -429,6 +430,56 @@ class SeedTests(ShimwatchTestCase):
         self.assertEqual(self.prop(MANAGER_PATH, "ReapCount", MANAGER), 1)
         self.assertEqual(self.prop(MANAGER_PATH, "CleanupFailureCount", MANAGER), 0)
         self.assertEqual(self.prop(MANAGER_PATH, "ShimCount", MANAGER), 0)
+
+    def test_death_makes_no_needless_system_calls_on_the_main_thread(self):
+        """What a dead shim costs the service's main thread, counted with strace on that
+        thread alone: the task's pidfd goes to the cleanup (no dup), the task's cgroup is
+        known to be there by opening its cgroup.events (not by looking in every hierarchy),
+        and the FIFOs nobody writes to any more (the task's stdout and stderr, the shim's
+        log), which the poller has seen empty since, are closed without a last read that
+        finds nothing (EAGAIN). Nothing of the output is lost for it."""
+        strace = shutil.which("strace")
+        if strace is None:
+            self.skipTest("strace is not installed (tools/install-deps.sh installs it)")
+        path = self.create_task("default", "counted")
+        shim_pid = self.prop(path, "ShimPid")
+        task_pid = self.prop(path, "TaskPid")
+        sock = self.socket_of(path)
+        cgroup = self.prop(path, "CgroupPath")
+        task_dir = self.task_dir("default", "counted")
+        self.assertTrue(os.path.exists(os.path.join(task_dir, "stdout.fifo")))
+        pid = self.daemon.pid
+        out = os.path.join(self.dir, "strace.out")
+        # no -f: the main thread (its tid is the pid) and nothing else
+        tracer = subprocess.Popen([strace, "-qq", "-yy", "-o", out, "-e",
+                                   "trace=dup,dup3,read,pread64,%stat", "-p", str(pid)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def traced():
+            with open(f"/proc/{pid}/task/{pid}/status") as f:
+                return any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                           for line in f)
+        try:
+            wait_until(traced, 10, "strace to attach")
+            os.kill(shim_pid, signal.SIGKILL)
+            wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
+                       "the object to be removed")
+            pump(0.5)
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(10)
+        self.assert_crash_sequence("default", "counted", path, shim_pid, task_pid, 137)
+        self.assert_nothing_left("default", "counted", sock, task_pid)
+        with open(out) as f:
+            calls = f.read().splitlines()
+        # the trace saw the death: the cleanup read the task's cgroup.events
+        self.assertTrue(any(c.startswith("pread64(") and "cgroup.events" in c for c in calls),
+                        "\n".join(calls))
+        self.assertEqual([c for c in calls if re.match(r"dup3?\(", c)], [])
+        self.assertEqual([c for c in calls if "stat" in c.split("(")[0] and
+                          cgroup.lstrip("/") in c], [])
+        self.assertEqual([c for c in calls if c.startswith("read(") and "EAGAIN" in c and
+                          re.search(r"<[^>]*(\.fifo|/log)>", c)], [])
 
     def test_exit_status_kept_when_shim_dies_later(self):
         """A task that exited on its own keeps its status; no second TaskExit."""
