@@ -588,25 +588,34 @@ shimwatch_cgroup_kill (const ShimwatchCgroupHost *host,
   return shimwatch_cgroup_kill_at (host, path, -1);
 }
 
+gboolean
+shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
+                               const char                *path)
+{
+  g_autofree char *kill_file = NULL;
+
+  g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
+
+  if (host->unified_mount == NULL)
+    return FALSE;
+  /* cgroup2 since Linux 5.14: the kernel kills the whole subtree, forks included */
+  kill_file = g_build_filename (host->unified_mount, path, "cgroup.kill", NULL);
+  return write_file (kill_file, "1");
+}
+
 guint
 shimwatch_cgroup_kill_at (const ShimwatchCgroupHost *host,
                           const char                *path,
                           int                        events_fd)
 {
-  g_autoptr(GHashTable) signalled = g_hash_table_new (NULL, NULL);
+  g_autoptr(GHashTable) signalled = NULL;
   g_autoptr(GPtrArray) dirs = NULL;
 
   g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), 0);
 
-  if (host->unified_mount != NULL)
-    {
-      g_autofree char *kill_file = g_build_filename (host->unified_mount, path, "cgroup.kill",
-                                                     NULL);
-
-      /* cgroup2 since Linux 5.14: the kernel kills the whole subtree, forks included */
-      if (write_file (kill_file, "1"))
-        return shimwatch_cgroup_is_populated_at (host, path, events_fd) ? 1 : 0;
-    }
+  if (shimwatch_cgroup_kill_subtree (host, path))
+    return shimwatch_cgroup_is_populated_at (host, path, events_fd) ? 1 : 0;
+  signalled = g_hash_table_new (NULL, NULL);
 
   /* cgroup v1, or an older cgroup2: what cgroup.procs lists, until nothing new shows up
    * (a process may fork between the read and the kill) */

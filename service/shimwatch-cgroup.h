@@ -101,6 +101,11 @@ guint    shimwatch_cgroup_kill         (const ShimwatchCgroupHost *host,
 guint    shimwatch_cgroup_kill_at      (const ShimwatchCgroupHost *host,
                                         const char                *path,
                                         int                        events_fd);
+/* cgroup.kill alone (cgroup2 since Linux 5.14): SIGKILL to the whole subtree in one
+ * write, without reading back whether anything was there. FALSE where there is no such
+ * file (cgroup v1, an older kernel) or it could not be written: kill_at() then. */
+gboolean shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
+                                        const char                *path);
 gboolean shimwatch_cgroup_is_populated_at (const ShimwatchCgroupHost *host,
                                            const char                *path,
                                            int                        events_fd);

@@ -942,9 +942,18 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
   /* the shim is gone: what runs in the task's cgroup (the init's children too, when the
    * container has no PID namespace of its own) dies with the init, found without looking
    * at any other process of the machine */
-  if (request->kill_cgroup && request->cgroup_path != NULL &&
-      shimwatch_cgroup_kill_at (self->cgroups, request->cgroup_path, data->cgroup_events) > 0)
-    log_step (request, G_LOG_LEVEL_INFO, "killed what ran in cgroup %s", request->cgroup_path);
+  if (request->kill_cgroup && request->cgroup_path != NULL)
+    {
+      /* in one write where cgroup2 can: whether anything was there, the init's pidfd and
+       * cgroup.events tell next, no read of it is needed now */
+      if (shimwatch_cgroup_kill_subtree (self->cgroups, request->cgroup_path))
+        log_step (request, G_LOG_LEVEL_INFO, "sent SIGKILL to what runs in cgroup %s",
+                  request->cgroup_path);
+      else if (shimwatch_cgroup_kill_at (self->cgroups, request->cgroup_path,
+                                         data->cgroup_events) > 0)
+        log_step (request, G_LOG_LEVEL_INFO, "killed what ran in cgroup %s",
+                  request->cgroup_path);
+    }
 
   if (request->kill_task && request->pidfd >= 0)
     {

@@ -435,7 +435,9 @@ class SeedTests(ShimwatchTestCase):
         """What a dead shim costs the service's main thread, counted with strace on that
         thread alone: the task's pidfd goes to the cleanup (no dup), the task's cgroup is
         known to be there by opening its cgroup.events (not by looking in every hierarchy),
-        and the FIFOs nobody writes to any more (the task's stdout and stderr, the shim's
+        is killed by one write of cgroup.kill (no read of cgroup.events before the init's
+        pidfd is signalled: they tell whether anything was there, later), and the FIFOs
+        nobody writes to any more (the task's stdout and stderr, the shim's
         log), which the poller has seen empty since, are closed without a last read that
         finds nothing (EAGAIN). Nothing of the output is lost for it."""
         strace = shutil.which("strace")
@@ -452,7 +454,8 @@ class SeedTests(ShimwatchTestCase):
         out = os.path.join(self.dir, "strace.out")
         # no -f: the main thread (its tid is the pid) and nothing else
         tracer = subprocess.Popen([strace, "-qq", "-yy", "-o", out, "-e",
-                                   "trace=dup,dup3,read,pread64,%stat", "-p", str(pid)],
+                                   "trace=dup,dup3,read,pread64,pidfd_send_signal,%stat", "-p",
+                                   str(pid)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def traced():
@@ -476,6 +479,10 @@ class SeedTests(ShimwatchTestCase):
         self.assertTrue(any(c.startswith("pread64(") and "cgroup.events" in c for c in calls),
                         "\n".join(calls))
         self.assertEqual([c for c in calls if re.match(r"dup3?\(", c)], [])
+        kill = next(i for i, c in enumerate(calls) if c.startswith("pidfd_send_signal(") and
+                    f"<pid:{task_pid}>" in c)
+        self.assertEqual([c for c in calls[:kill] if c.startswith("pread64(") and
+                          "cgroup.events" in c], [])
         self.assertEqual([c for c in calls if "stat" in c.split("(")[0] and
                           cgroup.lstrip("/") in c], [])
         self.assertEqual([c for c in calls if c.startswith("read(") and "EAGAIN" in c and
