@@ -379,6 +379,14 @@ shimwatch_poller_watch_get_fd (ShimwatchPollerWatch *watch)
 }
 
 gboolean
+shimwatch_poller_watch_is_ready (ShimwatchPollerWatch *watch)
+{
+  g_return_val_if_fail (watch != NULL, FALSE);
+
+  return !watch->removed && watch->reported != 0 && watch->reported == watch->poller->n_waits;
+}
+
+gboolean
 shimwatch_poller_watch_is_drained (ShimwatchPollerWatch *watch,
                                    gint64                writers_gone_at)
 {

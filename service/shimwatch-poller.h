@@ -83,6 +83,11 @@ int                   shimwatch_poller_watch_get_fd     (ShimwatchPollerWatch  *
  * did any call since. FALSE whenever that is not known. */
 gboolean              shimwatch_poller_watch_is_drained (ShimwatchPollerWatch  *watch,
                                                          gint64                 writers_gone_at);
+/* Whether the last epoll_wait() found the fd ready: also while its callback, later in
+ * the same batch, has not run yet (another callback of the batch asks). For an fd that
+ * stays ready once it is (a pidfd: its process has exited), TRUE says so without a
+ * system call. */
+gboolean              shimwatch_poller_watch_is_ready   (ShimwatchPollerWatch  *watch);
 /* Removes the watch: its callback is not called again, its destroy notify runs now. */
 void                  shimwatch_poller_watch_remove     (ShimwatchPollerWatch  *watch);
 

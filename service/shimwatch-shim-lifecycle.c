@@ -420,7 +420,11 @@ kill_shim_process (ShimwatchShim *self)
   /* a pidfd turns readable once its process has exited: a dead shim is left alone */
   if (pidfd >= 0)
     {
-      int ready = poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0);
+      /* the poller may have found its pidfd ready in the batch it is handing out (the
+       * socket's end told first): then it is dead, without asking the kernel again */
+      int ready = pidfd == self->shim_pidfd && self->shim_pidfd_watch != NULL &&
+                  shimwatch_poller_watch_is_ready (self->shim_pidfd_watch)
+                  ? 1 : poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0);
 
       if (ready > 0 && pidfd == self->shim_pidfd && self->shim_dead_at == 0)
         self->shim_dead_at = g_get_monotonic_time ();

@@ -651,6 +651,88 @@ sweep_with (Counter *other,
   wait_for (called, other);
 }
 
+/* is_ready(): what the last epoll_wait() found ready, also while its callback is still
+ * to come in the same batch (a callback dispatched first asks) */
+typedef struct {
+  Counter              counter;
+  ShimwatchPollerWatch *other;
+  gboolean              other_ready;
+} AskingCounter;
+
+static gboolean
+ask_cb (int                   fd,
+        ShimwatchPollerEvents events,
+        gpointer              user_data)
+{
+  AskingCounter *asking = user_data;
+
+  asking->other_ready = shimwatch_poller_watch_is_ready (asking->other);
+  return count_cb (fd, events, &asking->counter);
+}
+
+static void
+test_ready_in_the_batch (void)
+{
+  ShimwatchPoller *poller = shimwatch_poller_get_default ();
+  g_autoptr(GError) error = NULL;
+  AskingCounter first = { 0 };
+  Counter second = { 0 };
+  ShimwatchPollerWatch *first_watch, *second_watch;
+  int a[2], b[2];
+
+  make_socketpair (a);
+  make_socketpair (b);
+  first.counter.fd = a[0];
+  first.counter.keep = TRUE;
+  first.counter.drain = TRUE;
+  second.fd = b[0];
+  second.keep = TRUE;
+  second.drain = TRUE;
+  first_watch = shimwatch_poller_add (poller, a[0], SHIMWATCH_POLLER_IN, ask_cb, &first, NULL,
+                                      &error);
+  g_assert_no_error (error);
+  shimwatch_poller_watch_set_priority (first_watch, G_PRIORITY_HIGH);
+  second_watch = shimwatch_poller_add (poller, b[0], SHIMWATCH_POLLER_IN, count_cb, &second,
+                                       NULL, &error);
+  g_assert_no_error (error);
+  first.other = second_watch;
+  g_assert_false (shimwatch_poller_watch_is_ready (second_watch));
+
+  /* both ready in one batch: the first, dispatched first, sees the second ready */
+  g_assert_cmpint (write (b[1], "x", 1), ==, 1);
+  g_assert_cmpint (write (a[1], "x", 1), ==, 1);
+  while (first.counter.calls == 0 || second.calls == 0)
+    {
+      first.counter.calls = second.calls = 0;
+      first.other_ready = FALSE;
+      g_main_context_iteration (NULL, TRUE);
+      if (first.counter.calls == 0 || second.calls == 0)
+        {
+          /* the kernel made them ready apart: once more, together */
+          g_assert_cmpint (write (b[1], "x", 1), ==, 1);
+          g_assert_cmpint (write (a[1], "x", 1), ==, 1);
+          g_usleep (1000);
+        }
+    }
+  g_assert_true (first.other_ready);
+  g_assert_true (shimwatch_poller_watch_is_ready (second_watch));
+
+  /* a batch without it: no longer */
+  first.counter.calls = 0;
+  g_assert_cmpint (write (a[1], "x", 1), ==, 1);
+  wait_for (called, &first.counter);
+  g_assert_false (first.other_ready);
+  g_assert_false (shimwatch_poller_watch_is_ready (second_watch));
+
+  shimwatch_poller_watch_remove (first_watch);
+  shimwatch_poller_watch_remove (second_watch);
+  for (guint i = 0; i < 2; i++)
+    {
+      close (a[i]);
+      close (b[i]);
+    }
+}
+
 static void
 test_drained (void)
 {
@@ -921,6 +1003,7 @@ main (int    argc,
   g_test_add_func ("/poller/refused-fd", test_refused_fd);
   g_test_add_func ("/poller/timer-source", test_timer_source);
   g_test_add_func ("/poller/drained", test_drained);
+  g_test_add_func ("/poller/ready-in-the-batch", test_ready_in_the_batch);
 
   return g_test_run ();
 }
