@@ -882,10 +882,18 @@ shimwatch_ttrpc_class_init (ShimwatchTtrpcClass *klass)
    *
    * Emitted exactly once, whatever ended the connection, after every pending call failed
    * and before the socket is closed (the connection is closed already: nothing more is
-   * read, written or called).
+   * read, written or called). @reason is valid during the emission only: a handler that
+   * keeps it copies it.
    */
+  /* the first thing a dead shim's hang-up runs, before its ShimDisconnected: no copy of
+   * the reason for the emission (a GError and its message allocated and freed per death),
+   * and a C marshaller fed from the va_list rather than GValues through libffi */
   signals[SIGNAL_CLOSED] = g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
-                                         0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
+                                         0, NULL, NULL, g_cclosure_marshal_VOID__BOXED,
+                                         G_TYPE_NONE, 1,
+                                         G_TYPE_ERROR | G_SIGNAL_TYPE_STATIC_SCOPE);
+  g_signal_set_va_marshaller (signals[SIGNAL_CLOSED], G_TYPE_FROM_CLASS (klass),
+                              g_cclosure_marshal_VOID__BOXEDv);
 }
 
 static void

@@ -648,6 +648,32 @@ test_closed_before_the_socket (Fixture       *fx,
   iterate (5);
 }
 
+/* "closed" hands its handlers the reason itself, not a copy made for the emission (a
+ * GError and its message allocated and freed at every shim's death, before its
+ * ShimDisconnected), and they still get it right */
+static void
+test_closed_reason_not_copied (Fixture       *fx,
+                               gconstpointer  data)
+{
+  GSignalQuery query;
+  gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+
+  g_signal_query (g_signal_lookup ("closed", SHIMWATCH_TYPE_TTRPC), &query);
+  g_assert_cmpuint (query.n_params, ==, 1);
+  g_assert_true (query.param_types[0] & G_SIGNAL_TYPE_STATIC_SCOPE);
+  g_assert_true ((query.param_types[0] & ~G_SIGNAL_TYPE_STATIC_SCOPE) == G_TYPE_ERROR);
+
+  close (fx->peer);
+  fx->peer = -1;
+  while (fx->closed_count == 0)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+  g_assert_cmpuint (fx->closed_count, ==, 1);
+  g_assert_error (fx->closed_reason, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED);
+}
+
 /* A peer that answers and dies at once (a shim's last answer, then SIGKILL): the hang-up
  * is not taken for the end before what came with it is read, for a prompt call and for a
  * deferred one (whose answer nothing would read otherwise). Without a call awaited, the
@@ -1542,6 +1568,7 @@ main (int    argc,
   ADD ("/ttrpc/eof-closes-once", test_eof_closes_once);
   ADD ("/ttrpc/local-close-once", test_local_close_once);
   ADD ("/ttrpc/closed-before-the-socket", test_closed_before_the_socket);
+  ADD ("/ttrpc/closed-reason-not-copied", test_closed_reason_not_copied);
   ADD ("/ttrpc/hangup-after-the-answers", test_hangup_after_the_answers);
   ADD ("/ttrpc/reset-closes", test_reset_closes);
   ADD ("/ttrpc/server-stream-rules", test_server_stream_rules);
