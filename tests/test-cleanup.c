@@ -26,6 +26,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-cleanup.h"
+#include "shimwatch-test-dir.h"
 #include "shimwatch-test-seccomp.h"
 
 #define CONCURRENCY 3
@@ -52,9 +53,9 @@ fixture_set_up (Fixture       *fixture,
   /* a tmpfs where there is one: a removal on a disk's file system may sleep for its
    * journal, which /cleanup/one-wake-up-per-batch would count */
   if (g_file_test ("/dev/shm", G_FILE_TEST_IS_DIR))
-    fixture->root = g_mkdtemp (g_strdup ("/dev/shm/swcleanup-XXXXXX"));
+    fixture->root = shimwatch_test_dir_new ("/dev/shm", "swcleanup-XXXXXX", NULL);
   else
-    fixture->root = g_dir_make_tmp ("swcleanup-XXXXXX", NULL);
+    fixture->root = shimwatch_test_dir_new (NULL, "swcleanup-XXXXXX", NULL);
   g_assert_nonnull (fixture->root);
   runc_root = g_build_filename (fixture->root, "runc", NULL);
   runtime_dirs[0] = fixture->root;
@@ -77,14 +78,12 @@ static void
 fixture_tear_down (Fixture       *fixture,
                    gconstpointer  data)
 {
-  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", fixture->root);
-
   g_clear_object (&fixture->cleanup);
   g_clear_object (&fixture->launcher);
   g_clear_pointer (&fixture->host, shimwatch_cgroup_host_unref);
-  /* a test under a seccomp filter removes it itself: rm(1) would die of the filter */
-  if (g_file_test (fixture->root, G_FILE_TEST_EXISTS))
-    g_assert_cmpint (system (cmd), ==, 0);
+  /* a test under a seccomp filter removes it itself (rm(1) would die of the filter);
+   * what is left goes without a process of its own */
+  shimwatch_test_dir_remove (fixture->root);
   g_free (fixture->cgroup_mount);
   g_free (fixture->root);
 }
@@ -672,7 +671,6 @@ test_remove_tree_without_stat (void)
   g_autofree char *root = NULL;
   g_autofree char *tree = NULL;
   g_autofree char *outside_kept = NULL;
-  g_autofree char *cmd = NULL;
 
 #ifndef SHIMWATCH_TEST_AUDIT_ARCH
   g_test_skip ("no seccomp filter for this architecture in the test");
@@ -683,7 +681,7 @@ test_remove_tree_without_stat (void)
       remove_tree_without_stat_child (g_getenv ("SHIMWATCH_TEST_TREE_ROOT"));
       return;
     }
-  root = g_dir_make_tmp ("swtree-XXXXXX", NULL);
+  root = shimwatch_test_dir_new (NULL, "swtree-XXXXXX", NULL);
   g_assert_nonnull (root);
   make_tree (root);
   g_setenv ("SHIMWATCH_TEST_TREE_ROOT", root, TRUE);
@@ -695,15 +693,14 @@ test_remove_tree_without_stat (void)
   outside_kept = g_build_filename (root, "outside", "dir", "kept", NULL);
   g_assert_false (g_file_test (tree, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK));
   g_assert_true (g_file_test (outside_kept, G_FILE_TEST_IS_REGULAR));
-  cmd = g_strdup_printf ("rm -rf '%s'", root);
-  g_assert_cmpint (system (cmd), ==, 0);
+  shimwatch_test_dir_remove (root);
 }
 
 /* A file or a symlink where a directory was expected goes as itself */
 static void
 test_remove_tree_top_not_a_dir (void)
 {
-  g_autofree char *root = g_dir_make_tmp ("swtree-XXXXXX", NULL);
+  g_autofree char *root = shimwatch_test_dir_new (NULL, "swtree-XXXXXX", NULL);
   g_autofree char *file = g_build_filename (root, "file", NULL);
   g_autofree char *link = g_build_filename (root, "link", NULL);
   g_autoptr(GError) error = NULL;
@@ -716,6 +713,7 @@ test_remove_tree_top_not_a_dir (void)
   g_assert_true (shimwatch_cleanup_remove_tree (root, "file", &error));
   g_assert_no_error (error);
   g_assert_no_errno (g_rmdir (root));
+  shimwatch_test_dir_remove (root);
 }
 
 static gboolean
@@ -746,15 +744,24 @@ test_remove_tree_mount_below (void)
       g_test_skip ("needs root (it mounts a tmpfs in a mount namespace of its own)");
       return;
     }
+  /* the directory is the parent's: a failed assertion in a subprocess ends it with
+   * _exit (1), past any cleanup of its own */
   if (!g_test_subprocess ())
     {
+      root = shimwatch_test_dir_new (NULL, "swmount-XXXXXX", NULL);
+      g_assert_nonnull (root);
+      g_setenv ("SHIMWATCH_TEST_MOUNT_ROOT", root, TRUE);
       g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_unsetenv ("SHIMWATCH_TEST_MOUNT_ROOT");
+      /* (its mount went with the child's mount namespace) */
+      shimwatch_test_dir_remove (root);
       g_test_trap_assert_passed ();
       return;
     }
   g_assert_no_errno (unshare (CLONE_NEWNS));
   g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
-  root = g_dir_make_tmp ("swmount-XXXXXX", NULL);
+  root = g_strdup (g_getenv ("SHIMWATCH_TEST_MOUNT_ROOT"));
+  g_assert_nonnull (root);
   task = g_build_filename (root, "default", "t", NULL);
   rootfs = g_build_filename (task, "rootfs", NULL);
   inside = g_build_filename (rootfs, "etc", NULL);
@@ -771,8 +778,12 @@ test_remove_tree_mount_below (void)
 
     g_assert_false (is_mounted (hidden));
   }
-  /* the namespace's directory went with its last task */
-  g_assert_no_errno (g_rmdir (root));
+  /* the namespace's directory went with its last task: the parent finds the root empty */
+  {
+    g_autofree char *ns_dir = g_build_filename (root, "default", NULL);
+
+    g_assert_false (g_file_test (ns_dir, G_FILE_TEST_EXISTS));
+  }
 }
 
 /* -- the death of a task in a real cgroup (root, cgroup2; the integration suite) ----------- */

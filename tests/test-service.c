@@ -30,6 +30,7 @@
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-stdio.h"
 #include "shimwatch-ttrpc.h"
+#include "shimwatch-test-dir.h"
 #include "shimwatch-test-seccomp.h"
 
 #include "shimwatch-test-malloc.h"
@@ -47,7 +48,7 @@ write_config (const char *dir,
 static void
 test_config (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swconf-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swconf-XXXXXX", NULL);
   g_autofree char *missing = g_build_filename (dir, "missing.conf", NULL);
   g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
   g_autoptr(GError) error = NULL;
@@ -141,8 +142,8 @@ test_config (void)
     g_autofree char *path = g_build_filename (dir, "shimwatch.conf", NULL);
 
     g_unlink (path);
-    g_rmdir (dir);
   }
+  shimwatch_test_dir_remove (dir);
 }
 
 /* issue 8 item 14: typos, an empty RuntimePath and a world-writable runtime directory
@@ -150,7 +151,7 @@ test_config (void)
 static void
 test_config_mistakes (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swconf-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swconf-XXXXXX", NULL);
   g_autofree char *open_dir = g_build_filename (dir, "anyone", NULL);
   g_autofree char *sticky = g_build_filename (dir, "sticky", NULL);
   g_autofree char *below = g_build_filename (sticky, "shims", NULL);
@@ -226,15 +227,15 @@ test_config_mistakes (void)
     g_autofree char *path = g_build_filename (dir, "shimwatch.conf", NULL);
 
     g_unlink (path);
-    g_rmdir (dir);
   }
+  shimwatch_test_dir_remove (dir);
 }
 
 /* issue 8 item 5: a FIFO (or a device) where a file is expected blocked the main loop */
 static void
 test_untrusted_files (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swfile-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swfile-XXXXXX", NULL);
   g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
   g_autofree char *regular = g_build_filename (dir, "regular", NULL);
   g_autofree char *link = g_build_filename (dir, "link", NULL);
@@ -320,7 +321,7 @@ test_untrusted_files (void)
   g_unlink (link);
   g_unlink (regular);
   g_unlink (fifo);
-  g_rmdir (dir);
+  shimwatch_test_dir_remove (dir);
 }
 
 /* issue 8 item 12: what containerd-shim-runc-v2 would choke on is refused up front */
@@ -390,7 +391,7 @@ test_stdio_parse (void)
 static void
 test_stdio_prepare (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swstdio-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swstdio-XXXXXX", NULL);
   g_autofree char *task_dir = g_build_filename (dir, "task", NULL);
   g_autofree char *file = g_build_filename (dir, "out.log", NULL);
   g_autofree char *fifo = g_build_filename (dir, "out.fifo", NULL);
@@ -443,7 +444,7 @@ test_stdio_prepare (void)
   g_unlink (fifo);
   g_unlink (file);
   g_rmdir (task_dir);
-  g_rmdir (dir);
+  shimwatch_test_dir_remove (dir);
 }
 
 static void
@@ -500,7 +501,7 @@ test_error_convert (void)
 static void
 test_remove_task_dir (void)
 {
-  g_autofree char *root = g_dir_make_tmp ("swrm-XXXXXX", NULL);
+  g_autofree char *root = shimwatch_test_dir_new (NULL, "swrm-XXXXXX", NULL);
   g_autofree char *outside = g_build_filename (root, "outside.txt", NULL);
   g_autofree char *ns_dir = g_build_filename (root, "tasks", "ns", NULL);
   g_autofree char *task = g_build_filename (ns_dir, "t1", NULL);
@@ -543,13 +544,14 @@ test_remove_task_dir (void)
     g_rmdir (tasks);
   }
   g_assert_no_errno (g_rmdir (root));
+  shimwatch_test_dir_remove (root);
 }
 
 static void
 test_kill_processes_in (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swkill-XXXXXX", NULL);
-  g_autofree char *elsewhere = g_dir_make_tmp ("swkeep-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swkill-XXXXXX", NULL);
+  g_autofree char *elsewhere = shimwatch_test_dir_new (NULL, "swkeep-XXXXXX", NULL);
   const char *argv[] = { "sleep", "1000", NULL };
   GPid inside = 0;
   GPid outside = 0;
@@ -567,8 +569,8 @@ test_kill_processes_in (void)
   g_assert_cmpint (waitpid (outside, &status, WNOHANG), ==, 0);
   kill (outside, SIGKILL);
   waitpid (outside, &status, 0);
-  g_rmdir (dir);
-  g_rmdir (elsewhere);
+  shimwatch_test_dir_remove (dir);
+  shimwatch_test_dir_remove (elsewhere);
 }
 
 static void
@@ -748,9 +750,9 @@ ledger_setup (LedgerFixture *f,
   /* "tmpfs": where production keeps its records (/run); else wherever TMPDIR is, always
    * with syncs, which these tests hold up */
   if (g_strcmp0 (data, "tmpfs") == 0)
-    f->records_dir = g_mkdtemp (g_strdup ("/dev/shm/swledger-XXXXXX"));
+    f->records_dir = shimwatch_test_dir_new ("/dev/shm", "swledger-XXXXXX", NULL);
   else
-    f->records_dir = g_dir_make_tmp ("swledger-XXXXXX", NULL);
+    f->records_dir = shimwatch_test_dir_new (NULL, "swledger-XXXXXX", NULL);
   g_assert_nonnull (f->records_dir);
   base_record (&record);
   g_assert_true (shimwatch_records_write (f->records_dir, &record, &error));
@@ -804,6 +806,7 @@ ledger_teardown (LedgerFixture *f,
   if (!f->removed)
     g_assert_true (shimwatch_records_remove (f->records_dir, "ns", "t1", NULL));
   g_assert_cmpint (g_rmdir (f->records_dir), ==, 0);
+  shimwatch_test_dir_remove (f->records_dir);
   g_free (f->records_dir);
 }
 
@@ -1039,7 +1042,7 @@ static void
 test_commit_no_iteration_of_its_own (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autofree char *dir = g_dir_make_tmp ("swcommit-XXXXXX", &error);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swcommit-XXXXXX", &error);
   g_autofree char *path = NULL;
   g_autoptr(ShimwatchCommitQueue) queue = shimwatch_commit_queue_new (NULL);
   g_autoptr(ShimwatchCommitTicket) ticket = NULL;
@@ -1072,6 +1075,7 @@ test_commit_no_iteration_of_its_own (void)
   g_clear_pointer (&queue, shimwatch_commit_queue_free);
   g_assert_no_errno (g_unlink (path));
   g_assert_no_errno (g_rmdir (dir));
+  shimwatch_test_dir_remove (dir);
 }
 
 /* every record written in one turn of the main loop: one batch, each file synced once,
@@ -1463,7 +1467,7 @@ count_broken (const char *dir,
 static void
 test_records_marks (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swmarks-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swmarks-XXXXXX", NULL);
   g_autofree char *ns_dir = g_build_filename (dir, "ns", NULL);
   g_autofree char *marks_path = shimwatch_marks_path (dir, "ns", "t1");
   g_autoptr(ShimwatchMarksFile) marks = NULL;
@@ -1601,12 +1605,13 @@ test_records_marks (void)
   }
   g_assert_cmpint (g_rmdir (ns_dir), ==, 0);
   g_assert_cmpint (g_rmdir (dir), ==, 0);
+  shimwatch_test_dir_remove (dir);
 }
 
 static void
 test_records_pending_mark (void)
 {
-  g_autofree char *dir = g_dir_make_tmp ("swrecords-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swrecords-XXXXXX", NULL);
   g_autofree char *path = shimwatch_records_path (dir, "ns", "t1");
   g_autofree char *ns_dir = g_build_filename (dir, "ns", NULL);
   g_autoptr(GError) error = NULL;
@@ -1662,6 +1667,7 @@ test_records_pending_mark (void)
     }
   g_assert_true (shimwatch_records_remove (dir, "ns", "t1", NULL));
   g_assert_cmpint (g_rmdir (dir), ==, 0);
+  shimwatch_test_dir_remove (dir);
 }
 
 /* -- the bounded, fair queue of authorization checks ------------------------------------ */
@@ -1794,7 +1800,7 @@ test_publisher_types_kept (void)
 {
   g_autoptr(ShimwatchDbusManager) manager = shimwatch_dbus_manager_skeleton_new ();
   g_autoptr(ShimwatchPublisher) publisher = NULL;
-  g_autofree char *dir = g_dir_make_tmp ("swpublisher-XXXXXX", NULL);
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swpublisher-XXXXXX", NULL);
   guint per_message;
 
   g_assert_nonnull (dir);
@@ -1804,6 +1810,7 @@ test_publisher_types_kept (void)
     {
       g_test_message ("malloc() is not this test's own here (valgrind): nothing counted");
       g_assert_no_errno (g_rmdir (dir));
+      shimwatch_test_dir_remove (dir);
       return;
     }
   publisher = shimwatch_publisher_new (manager, dir, NULL);
@@ -1814,8 +1821,82 @@ test_publisher_types_kept (void)
   g_assert_cmpuint (per_message, <=, PER_MESSAGE_MAX);
   g_clear_object (&publisher);
   g_assert_no_errno (g_rmdir (dir));
+  shimwatch_test_dir_remove (dir);
 }
 #endif
+
+/* -- the tests' own directories -------------------------------------------------------- */
+
+/* A test that ends before its teardown (a failed assertion's abort, a fatal log message's
+ * G_BREAKPOINT, a timeout's SIGTERM) leaves no directory of shimwatch_test_dir_new()
+ * behind, nor what it held: a child makes one, in a directory of the parent's, as a
+ * ledger fixture does, fills it, and dies */
+static void
+test_dir_gone_after_fatal_signal (gconstpointer data)
+{
+  int signum = GPOINTER_TO_INT (data);
+  g_autofree char *parent = NULL;
+
+  if (g_test_subprocess ())
+    {
+      g_autofree char *made = shimwatch_test_dir_new (g_getenv ("SHIMWATCH_TEST_DIR_PARENT"),
+                                                      "swledger-XXXXXX", NULL);
+      g_autofree char *deep = NULL;
+      g_autofree char *file = NULL;
+      g_autofree char *fifo = NULL;
+      g_autofree char *link = NULL;
+
+      g_assert_nonnull (made);
+      deep = g_build_filename (made, "ns", "t1", "rootfs", NULL);
+      file = g_build_filename (deep, "f", NULL);
+      fifo = g_build_filename (made, "ns", "fifo", NULL);
+      link = g_build_filename (made, "ns", "t1", "root", NULL);
+      g_assert_no_errno (g_mkdir_with_parents (deep, 0700));
+      g_assert_true (g_file_set_contents (file, "x", -1, NULL));
+      g_assert_no_errno (mkfifo (fifo, 0600));
+      g_assert_no_errno (symlink ("/", link));    /* removed, never followed */
+      /* as a failed g_assert(), or a fatal log message, ends a test outside a subprocess
+       * (in one, GLib ends it with _exit (1) instead) */
+      if (signum == SIGABRT)
+        abort ();
+      if (signum == SIGTRAP)
+        G_BREAKPOINT ();
+      raise (signum);
+      g_assert_not_reached ();
+    }
+  parent = shimwatch_test_dir_new (NULL, "swdirs-XXXXXX", NULL);
+  g_assert_nonnull (parent);
+  g_setenv ("SHIMWATCH_TEST_DIR_PARENT", parent, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv ("SHIMWATCH_TEST_DIR_PARENT");
+  g_test_trap_assert_failed ();
+  /* the child's directory is gone: the parent's is empty */
+  g_assert_no_errno (g_rmdir (parent));
+  shimwatch_test_dir_remove (parent);
+}
+
+/* A child forked without exec (a test's stand-in process) that dies of a signal removes
+ * none of its parent's directories */
+static void
+test_dir_kept_by_forked_child (void)
+{
+  g_autofree char *dir = shimwatch_test_dir_new (NULL, "swkeep-XXXXXX", NULL);
+  int status;
+  pid_t pid;
+
+  g_assert_nonnull (dir);
+  g_assert_cmpuint (shimwatch_test_dir_get_n (), ==, 1);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    raise (SIGTERM);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGTERM);
+  g_assert_true (g_file_test (dir, G_FILE_TEST_IS_DIR));
+  shimwatch_test_dir_remove (dir);
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (shimwatch_test_dir_get_n (), ==, 0);
+}
 
 int
 main (int    argc,
@@ -1835,6 +1916,13 @@ main (int    argc,
   g_test_add_func ("/service/fair-queue/limits", test_fair_queue_limits);
   g_test_add_func ("/service/remove-task-dir", test_remove_task_dir);
   g_test_add_func ("/service/kill-processes-in", test_kill_processes_in);
+  g_test_add_data_func ("/service/test-dir/gone-after-abort", GINT_TO_POINTER (SIGABRT),
+                        test_dir_gone_after_fatal_signal);
+  g_test_add_data_func ("/service/test-dir/gone-after-breakpoint", GINT_TO_POINTER (SIGTRAP),
+                        test_dir_gone_after_fatal_signal);
+  g_test_add_data_func ("/service/test-dir/gone-after-sigterm", GINT_TO_POINTER (SIGTERM),
+                        test_dir_gone_after_fatal_signal);
+  g_test_add_func ("/service/test-dir/kept-by-forked-child", test_dir_kept_by_forked_child);
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
   g_test_add_func ("/service/records/marks", test_records_marks);
   g_test_add ("/service/ledger/marks-when-durable", LedgerFixture, NULL, ledger_setup,
