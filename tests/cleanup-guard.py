@@ -8,6 +8,8 @@ whose other end only the test holds, and closes that end in its teardown. The gu
 for end-of-file there: a teardown closing it, or the test dying (a failed g_assert aborts,
 a timeout kills), both give it. Then it cleans, in the order that leaves nothing:
 
+0. the cgroups given as arguments that a cgroup v1 freezer holds frozen (a test's process
+   that no SIGKILL ends) are thawed, in every hierarchy, so that what was killed dies;
 1. the processes named in DIR/guard.pids ("PID STARTTIME" lines: the service under test),
    when that PID is still the same process;
 2. every container of every runc root under DIR, by runc's own list: `runc delete --force`
@@ -141,7 +143,22 @@ def remove_cgroup(path):
                         time.sleep(0.02)
 
 
+def thaw_cgroup(path):
+    for point in cgroup_points():
+        leaf = os.path.join(point, path.lstrip("/"))
+        for d in (leaf, os.path.dirname(leaf)):
+            state = os.path.join(d, "freezer.state")
+            if d != point and (read(state) or "THAWED").strip() != "THAWED":
+                try:
+                    with open(state, "w") as f:
+                        f.write("THAWED")
+                except OSError:
+                    pass
+
+
 def clean(directory, cgroups):
+    for cg in cgroups:
+        thaw_cgroup(cg)
     for line in (read(os.path.join(directory, "guard.pids")) or "").splitlines():
         pid, start = line.split()
         if starttime(int(pid)) == start:

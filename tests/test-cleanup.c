@@ -2,7 +2,8 @@
  *
  * ShimwatchCleanup without shims: a cleanup after a completed Delete (no `shim delete`)
  * removes the task directory and the task's cgroup, and the threads that do it are the
- * cleanup's own, started with it and kept: a burst of deaths starts no thread.
+ * cleanup's own, started with it and kept: a burst of deaths starts no thread. A removal
+ * whose cgroup will not empty goes to GLib's pool and holds up no other removal.
  */
 #include "config.h"
 
@@ -28,6 +29,7 @@
 #include "shimwatch-cleanup.h"
 #include "shimwatch-test-dir.h"
 #include "shimwatch-test-seccomp.h"
+#include "shimwatch-test-util.h"
 
 #define CONCURRENCY 3
 #define BURST       12
@@ -964,6 +966,245 @@ test_death_waits_for_cgroup (Fixture       *fixture,
   g_assert_no_errno (g_rmdir (parent_dir));
 }
 
+/* -- a removal whose cgroup will not empty (root, cgroup2 and the v1 freezer) ------------- */
+
+/* the mount point of the cgroup v1 freezer hierarchy, or NULL */
+static char *
+freezer_mount (void)
+{
+  g_autofree char *mountinfo = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  if (!g_file_get_contents ("/proc/self/mountinfo", &mountinfo, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (mountinfo, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const char *sep = strstr (lines[i], " - cgroup ");
+      g_auto(GStrv) fields = NULL;
+      g_auto(GStrv) options = NULL;
+
+      if (sep == NULL)
+        continue;
+      /* "- cgroup <source> <super options>": the controllers are among the options */
+      options = g_strsplit (sep + strlen (" - cgroup "), " ", 2);
+      if (options[0] == NULL || options[1] == NULL || strstr (options[1], "freezer") == NULL)
+        continue;
+      fields = g_strsplit (lines[i], " ", 6);
+      if (g_strv_length (fields) >= 6)
+        return g_strdup (fields[4]);
+    }
+  return NULL;
+}
+
+static void
+write_cgroup_file (const char *dir,
+                   const char *name,
+                   const char *text)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  int fd = open (path, O_WRONLY | O_CLOEXEC);
+
+  /* cgroupfs takes a write in place */
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (write (fd, text, strlen (text)), ==, (gssize) strlen (text));
+  g_assert_no_errno (close (fd));
+}
+
+static gboolean
+freezer_reads (const char *freezer_dir,
+               const char *state)
+{
+  g_autofree char *path = g_build_filename (freezer_dir, "freezer.state", NULL);
+  g_autofree char *text = NULL;
+
+  return g_file_get_contents (path, &text, NULL, NULL) && g_str_equal (g_strstrip (text), state);
+}
+
+typedef struct {
+  GPtrArray *order;     /* the ids, as their cleanups finished */
+} Finished;
+
+typedef struct {
+  Finished   *finished;
+  const char *id;
+} Finishing;
+
+static void
+finished_cb (GObject      *source,
+             GAsyncResult *result,
+             gpointer      user_data)
+{
+  Finishing *finishing = user_data;
+  g_autoptr(ShimwatchCleanupResult) outcome =
+    shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+
+  g_assert_nonnull (outcome);
+  g_assert_true (outcome->delete_ok);
+  g_assert_true (outcome->removed);
+  g_ptr_array_add (finishing->finished->order, g_strdup (finishing->id));
+  g_free (finishing);
+}
+
+/* until @n have finished (a minute at most, for a loaded machine) */
+static gboolean
+n_finished_is (Finished *finished,
+               guint     n)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+
+  while (finished->order->len < n && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  return finished->order->len == n;
+}
+
+/* A removal whose cgroup will not empty (a process that no SIGKILL ends for now: stuck in
+ * the kernel, here frozen by the cgroup v1 freezer) leaves the removal thread's batch for a
+ * thread of GLib's pool, and holds up none of the removals of its batch: they finish first,
+ * in their order, while the process is still there. It finishes once the process is gone,
+ * with its cgroup removed. The stuck one comes first in the batch: waited for in the
+ * removal thread, it would hold up all the others. */
+static void
+test_stuck_cgroup_in_pool (Fixture      *fixture,
+                           gconstpointer data)
+{
+  const char *others[] = { "a", "b", "c" };
+  g_autofree char *name = g_strdup_printf ("shimwatch-test-pool-%d", (int) getpid ());
+  g_autofree char *path = g_strdup_printf ("/%s/stuck", name);
+  g_autofree char *unified = NULL;
+  g_autofree char *freezer = NULL;
+  g_autofree char *guard_dir = NULL;
+  g_autofree char *task_cgroup = NULL;
+  g_autofree char *freezer_cgroup = NULL;
+  g_autofree char *stuck_dir = NULL;
+  g_autoptr(ShimwatchCgroupHost) host = NULL;
+  g_autoptr(ShimwatchCleanup) cleanup = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new ();
+  g_autoptr(GPtrArray) ids = g_ptr_array_new ();
+  ShimwatchTestGuard *guard;
+  Finished finished = { g_ptr_array_new_with_free_func (g_free) };
+  const char *mounts[] = { NULL, NULL };
+  struct statfs fs;
+  pid_t parent = getpid ();
+  pid_t pid;
+  int status;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root (it makes cgroups)");
+      return;
+    }
+  if (statfs ("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC)
+    unified = g_strdup ("/sys/fs/cgroup");
+  else if (statfs ("/sys/fs/cgroup/unified", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC)
+    unified = g_strdup ("/sys/fs/cgroup/unified");
+  freezer = freezer_mount ();
+  if (unified == NULL || freezer == NULL)
+    {
+      /* (cgroup2's own freezer lets a SIGKILL through: only v1's holds a process) */
+      g_test_skip ("needs a cgroup2 hierarchy and the cgroup v1 freezer (a hybrid layout)");
+      return;
+    }
+
+  /* whatever way the test ends: the guard thaws the freezer cgroup, kills the process (it
+   * lives in the guard's directory) and removes both cgroups */
+  guard_dir = shimwatch_test_dir_new (NULL, "swpool-XXXXXX", NULL);
+  g_assert_nonnull (guard_dir);
+  guard = shimwatch_test_guard_new (guard_dir, path);
+  task_cgroup = g_build_filename (unified, path, NULL);
+  freezer_cgroup = g_build_filename (freezer, path, NULL);
+  g_assert_no_errno (g_mkdir_with_parents (task_cgroup, 0755));
+  g_assert_no_errno (g_mkdir_with_parents (freezer_cgroup, 0755));
+
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      /* never outlives the test (the SIGKILL waits for the thaw, which the guard does) */
+      if (prctl (PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid () != parent ||
+          chdir (guard_dir) != 0)
+        _exit (1);
+      for (int i = 3; i < 1024; i++)
+        close (i);
+      for (;;)
+        pause ();
+    }
+  {
+    g_autofree char *text = g_strdup_printf ("%d", (int) pid);
+    gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+    write_cgroup_file (task_cgroup, "cgroup.procs", text);
+    write_cgroup_file (freezer_cgroup, "cgroup.procs", text);
+    write_cgroup_file (freezer_cgroup, "freezer.state", "FROZEN");
+    while (!freezer_reads (freezer_cgroup, "FROZEN"))
+      {
+        g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+        g_usleep (10000);
+      }
+  }
+
+  mounts[0] = unified;
+  host = shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, mounts, unified, NULL,
+                                    SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  cleanup = shimwatch_cleanup_new (fixture->launcher, host, CONCURRENCY);
+  {
+    ShimwatchCleanupRequest *request = prepare (fixture, "stuck", NO_CGROUP);
+
+    request->cgroup_path = g_strdup (path);
+    stuck_dir = g_strdup (request->task_dir);
+    g_ptr_array_add (requests, request);
+    g_ptr_array_add (ids, "stuck");
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (others); i++)
+    {
+      g_ptr_array_add (requests, prepare (fixture, others[i], NO_CGROUP));
+      g_ptr_array_add (ids, (gpointer) others[i]);
+    }
+  /* all in one turn of the main loop: one batch of the removal thread */
+  for (guint i = 0; i < requests->len; i++)
+    {
+      Finishing *finishing = g_new0 (Finishing, 1);
+
+      finishing->finished = &finished;
+      finishing->id = g_ptr_array_index (ids, i);
+      shimwatch_cleanup_run_async (cleanup, g_ptr_array_index (requests, i), NULL, NULL,
+                                   finished_cb, finishing);
+    }
+
+  /* the others finish, in their order, while the stuck one's process is there, frozen */
+  g_assert_true (n_finished_is (&finished, G_N_ELEMENTS (others)));
+  for (guint i = 0; i < G_N_ELEMENTS (others); i++)
+    g_assert_cmpstr (g_ptr_array_index (finished.order, i), ==, others[i]);
+  g_assert_cmpint (kill (pid, 0), ==, 0);
+  g_assert_true (freezer_reads (freezer_cgroup, "FROZEN"));
+  g_assert_true (g_file_test (task_cgroup, G_FILE_TEST_IS_DIR));
+  g_assert_cmpuint (shimwatch_cleanup_get_n_running (cleanup), ==, 1);
+
+  /* the process goes (the cleanup's SIGKILL, pending, ends it once thawed): the stuck
+   * removal finishes, its cgroup with it */
+  write_cgroup_file (freezer_cgroup, "freezer.state", "THAWED");
+  g_assert_true (n_finished_is (&finished, G_N_ELEMENTS (others) + 1));
+  g_assert_cmpstr (g_ptr_array_index (finished.order, G_N_ELEMENTS (others)), ==, "stuck");
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+  g_assert_false (g_file_test (task_cgroup, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (stuck_dir, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (shimwatch_cleanup_get_n_running (cleanup), ==, 0);
+
+  /* ours: the freezer cgroup and both parents */
+  g_assert_no_errno (g_rmdir (freezer_cgroup));
+  {
+    g_autofree char *unified_parent = g_path_get_dirname (task_cgroup);
+    g_autofree char *freezer_parent = g_path_get_dirname (freezer_cgroup);
+
+    g_assert_no_errno (g_rmdir (unified_parent));
+    g_assert_no_errno (g_rmdir (freezer_parent));
+  }
+  shimwatch_test_guard_finish (guard);
+  shimwatch_test_dir_remove (guard_dir);
+  g_ptr_array_unref (finished.order);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -989,6 +1230,8 @@ main (int    argc,
       g_log_set_writer_func (count_late_writer, NULL, NULL);
       g_test_add ("/cleanup/real/death-waits-for-cgroup", Fixture, NULL, fixture_set_up,
                   test_death_waits_for_cgroup, fixture_tear_down);
+      g_test_add ("/cleanup/real/stuck-cgroup-in-pool", Fixture, NULL, fixture_set_up,
+                  test_stuck_cgroup_in_pool, fixture_tear_down);
     }
   return g_test_run ();
 }
