@@ -138,8 +138,14 @@ export class Shimwatch {
                     if (client !== this.client)
                         return;
                     const name = (error && error.name) || "";
+                    /* The bus told us the name has no owner (this.owner === null): whatever
+                     * failed, the service is not running. A call on its way to an instance
+                     * that is exiting fails after the bus announced the name's release, with
+                     * NoReply ("recipient disconnected"): that says nothing more, and must not
+                     * turn "not running" into "failed" for good (no owner event follows). */
                     if (name === "org.freedesktop.DBus.Error.ServiceUnknown" ||
-                        name === "org.freedesktop.DBus.Error.NameHasNoOwner") {
+                        name === "org.freedesktop.DBus.Error.NameHasNoOwner" ||
+                        this.owner === null) {
                         this.owner = null;
                         handlers.state("not-running");
                     } else if (isNotAuthorized(error)) {

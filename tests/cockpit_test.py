@@ -216,7 +216,9 @@ class Browser:
             if value:
                 return value
             if time.monotonic() > deadline:
-                state = self.evaluate("document.getElementById('app') && document.getElementById('app').dataset.state")
+                # the state, and what the page says with it (a failed state's error)
+                state = self.evaluate("document.getElementById('app') && [document.getElementById('app').dataset.state, "
+                                      "(document.getElementById('state') || {}).textContent]")
                 raise AssertionError(f"timed out after {timeout} s waiting for {what or expression}; "
                                      f"page state {state!r}, console: {self.console()[-10:]}")
             time.sleep(interval)
@@ -233,8 +235,12 @@ class Browser:
     def open(self, url, language="en-US"):
         self.send("Emulation.setUserAgentOverride", userAgent=self.user_agent, acceptLanguage=language)
         self.events.clear()
+        # the document before is marked: what is waited for below is the new one's (right
+        # after Page.navigate, the old one, complete and connected, may still be there)
+        self.evaluate("window.swOldDocument = true")
         self.send("Page.navigate", url=url)
-        self.wait("document.readyState === 'complete' && !!document.getElementById('app') && "
+        self.wait("window.swOldDocument === undefined && "
+                  "document.readyState === 'complete' && !!document.getElementById('app') && "
                   "document.getElementById('app').dataset.state !== undefined && "
                   "document.getElementById('app').dataset.state !== 'connecting'",
                   timeout=20, what="the page to connect")
