@@ -30,7 +30,13 @@ struct _ShimwatchLauncher
   gboolean systemd_cgroup;
   guint    start_timeout_ms;
   guint    connect_timeout_ms;
+  /* namespace → the environment of its shims' commands (a GStrv), made once: a copy of
+   * the service's environment and five settings, 30 allocations, at every death */
+  GHashTable *environments;
 };
+
+/* more namespaces than this (each of a few KiB) and the cache starts over */
+#define ENVIRONMENTS_MAX 64
 
 G_DEFINE_TYPE (ShimwatchLauncher, shimwatch_launcher, G_TYPE_OBJECT)
 
@@ -150,11 +156,18 @@ shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
   return TRUE;
 }
 
-static char **
+static const char * const *
 shim_environment (ShimwatchLauncher *self,
                   const char        *namespace_)
 {
-  char **env = g_get_environ ();
+  char **env = g_hash_table_lookup (self->environments, namespace_);
+
+  /* (the service never changes its own environment once it runs) */
+  if (env != NULL)
+    return (const char * const *) env;
+  if (g_hash_table_size (self->environments) >= ENVIRONMENTS_MAX)
+    g_hash_table_remove_all (self->environments);
+  env = g_get_environ ();
 
   /* the runtime-v2 environment (docs/protocol.md §2); the 1.7/2.x variables are harmless to 1.6 */
   env = g_environ_setenv (env, "GOMAXPROCS", "2", TRUE);
@@ -167,7 +180,8 @@ shim_environment (ShimwatchLauncher *self,
    * not where systemd is */
   if (self->systemd_cgroup)
     env = g_environ_unsetenv (env, "DBUS_SYSTEM_BUS_ADDRESS");
-  return env;
+  g_hash_table_insert (self->environments, g_strdup (namespace_), env);
+  return (const char * const *) env;
 }
 
 /* one run of `<shim> start` or `<shim> delete`: stdin bytes in, stdout and stderr out,
@@ -296,7 +310,6 @@ run_shim_action (ShimwatchLauncher  *self,
                  gpointer            user_data)
 {
   g_autoptr(GError) error = NULL;
-  g_auto(GStrv) env = NULL;
   GTask *task = g_task_new (self, NULL, callback, user_data);
   RunData *data = g_new0 (RunData, 1);
   const char *argv[16];
@@ -338,10 +351,9 @@ run_shim_action (ShimwatchLauncher  *self,
           return task;
         }
     }
-  env = shim_environment (self, namespace_);
-  /* the child has its own stdin once posix_spawn returned: ours can go */
-  shimwatch_spawn_async (argv, (const char * const *) env, task_dir, stdin_fd, timeout_ms,
-                         spawned_cb, g_object_ref (task));
+  /* the child (or the spawner) has its own stdin once this returns: ours can go */
+  shimwatch_spawn_async (argv, shim_environment (self, namespace_), task_dir, stdin_fd,
+                         timeout_ms, spawned_cb, g_object_ref (task));
   if (stdin_fd >= 0)
     close (stdin_fd);
   return task;
@@ -659,6 +671,7 @@ shimwatch_launcher_finalize (GObject *object)
   ShimwatchLauncher *self = SHIMWATCH_LAUNCHER (object);
 
   g_strfreev (self->runtime_dirs);
+  g_hash_table_unref (self->environments);
   g_free (self->shim_address);
   g_free (self->ttrpc_address);
   g_free (self->runc_root);
@@ -675,4 +688,6 @@ shimwatch_launcher_class_init (ShimwatchLauncherClass *klass)
 static void
 shimwatch_launcher_init (ShimwatchLauncher *self)
 {
+  self->environments = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                              (GDestroyNotify) g_strfreev);
 }

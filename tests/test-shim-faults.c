@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -24,6 +25,22 @@
 
 #define NS      "swfault"
 #define RUNTIME "io.shimwatch.test.v1"
+
+/* g_get_environ() as GLib's, counted: the launcher, linked in statically, calls this one */
+static guint n_get_environ;
+
+typedef gchar **(*GetEnvironFunc) (void);
+
+gchar **
+g_get_environ (void)
+{
+  static GetEnvironFunc real;
+
+  if (real == NULL)
+    real = (GetEnvironFunc) dlsym (RTLD_NEXT, "g_get_environ");
+  n_get_environ++;
+  return real ();
+}
 
 typedef struct {
   char                  *dir;
@@ -153,6 +170,9 @@ test_start_process (Fixture      *fx,
 {
   g_autoptr(GAsyncResult) result = NULL;
   g_autoptr(ShimwatchShimHandle) handle = NULL;
+  g_autoptr(ShimwatchShimHandle) other = NULL;
+  g_autofree char *first_task_dir = NULL;
+  ShimwatchExit exit_info;
   g_autoptr(GError) error = NULL;
   g_autofree char *marker = g_build_filename (fx->dir, "not-inherited", NULL);
   g_autofree char *report_path = NULL;
@@ -194,6 +214,40 @@ test_start_process (Fixture      *fx,
   g_assert_true (g_strv_contains ((const char * const *) env->pdata, grpc));
   g_assert_true (g_strv_contains ((const char * const *) env->pdata, "NAMESPACE=" NS));
   g_assert_true (g_strv_contains ((const char * const *) env->pdata, "MAX_SHIM_VERSION=2"));
+
+  /* a shim of another namespace gets its own (the launcher makes each namespace's
+   * environment once, and keeps it) */
+  g_clear_object (&result);
+  first_task_dir = fx->task_dir;
+  fx->task_dir = g_build_filename (fx->dir, "tasks", "other", "t1", NULL);
+  prepare (fx, "report-start");
+  shimwatch_launcher_start_async (fx->launcher, fx->shim_binary, "other", "t1", fx->task_dir,
+                                  shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 10000);
+  other = shimwatch_launcher_start_finish (fx->launcher, result, &error);
+  g_assert_no_error (error);
+  g_free (environ_path);
+  environ_path = g_strdup_printf ("/proc/%u/environ", other->shim_pid);
+  g_free (environ_text);
+  g_assert_true (g_file_get_contents (environ_path, &environ_text, &length, NULL));
+  g_ptr_array_set_size (env, 0);
+  for (gsize at = 0; at < length; at += strlen (environ_text + at) + 1)
+    g_ptr_array_add (env, environ_text + at);
+  g_ptr_array_add (env, NULL);
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, "NAMESPACE=other"));
+  g_assert_false (g_strv_contains ((const char * const *) env->pdata, "NAMESPACE=" NS));
+  g_assert_true (g_strv_contains ((const char * const *) env->pdata, ttrpc));
+
+  /* the first namespace's again (its delete, as at a death): the environment is not made
+   * again (it was, from a copy of the service's, at every start and delete) */
+  n_get_environ = 0;
+  g_clear_object (&result);
+  shimwatch_launcher_delete_async (fx->launcher, fx->shim_binary, NS, "t1", first_task_dir,
+                                   10000, shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 15000);
+  g_assert_true (shimwatch_launcher_delete_finish (fx->launcher, result, &exit_info, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_get_environ, ==, 0);
 }
 
 static void
