@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -265,11 +266,14 @@ keep (Child      *child,
   child->lengths[i] += length;
 }
 
-/* What output @i of @child holds now. @to_eof: every writer is gone (a hang-up), read on
- * to the end. Else a read shorter than asked emptied the pipe (a pipe hands over all it
- * holds, up to the size asked): the next read would only fail with EAGAIN. At the end of
- * the file (or an error) the pipe is closed, which takes it out of the epoll set. */
-static void
+/* What output @i of @child holds, once epoll(7) or poll(2) said it is readable. The pipe
+ * blocks (its flags are the child's end's too, and a child may not be handed a
+ * non-blocking stdout): one read never blocks then, a second one could, unless @to_eof:
+ * every writer is gone (a hang-up), and it is read to the end. At the end of the file (or
+ * an error) the pipe is closed, which takes it out of the epoll set. TRUE if the read
+ * filled the buffer: the pipe may hold more. (A read shorter than asked emptied it: a
+ * pipe hands over all it holds, up to the size asked.) */
+static gboolean
 read_output (Spawner *spawner,
              Child   *child,
              int      i,
@@ -281,17 +285,46 @@ read_output (Spawner *spawner,
 
       if (n < 0 && errno == EINTR)
         continue;
-      if (n < 0 && errno == EAGAIN)
-        return;
       if (n <= 0)
         {
           close (child->fds[i]);
           child->fds[i] = -1;
-          return;
+          return FALSE;
         }
       keep (child, i, spawner->scratch, (size_t) n);
-      if (!to_eof && n < READ_SIZE)
+      if (!to_eof)
+        return n == READ_SIZE;
+    }
+}
+
+/* What is left in the pipes of a child that has ended, as long as poll(2) finds something
+ * (data, or the end of the file): what a child it left behind may still write is not
+ * waited for. Usually nothing is left to do: their hang-up came with the child's end. */
+static void
+drain (Spawner *spawner,
+       Child   *child)
+{
+  gboolean more = TRUE;
+
+  while (more)
+    {
+      struct pollfd fds[2];
+      int which[2];
+      nfds_t n = 0;
+
+      for (int p = 0; p < 2; p++)
+        if (child->fds[p] >= 0)
+          {
+            fds[n] = (struct pollfd) { .fd = child->fds[p], .events = POLLIN };
+            which[n++] = p;
+          }
+      if (n == 0 || poll (fds, n, 0) <= 0)
         return;
+      more = FALSE;
+      for (nfds_t k = 0; k < n; k++)
+        if (fds[k].revents != 0)
+          more |= read_output (spawner, child, which[k],
+                               (fds[k].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0);
     }
 }
 
@@ -331,9 +364,7 @@ reap (Spawner *spawner)
 
       if (child == NULL)
         continue;
-      for (int p = 0; p < 2; p++)
-        if (child->fds[p] >= 0)
-          read_output (spawner, child, p, FALSE);
+      drain (spawner, child);
       send_end (spawner, child, 0, status);
       free_child (child);
       spawner->children[i] = spawner->children[--spawner->n_children];
@@ -461,9 +492,9 @@ fail:
  * one stack, mapped once, serves every child: CLONE_VFORK holds the spawner until the
  * child has called execve (or exited), so no two children use it at once.
  *
- * The child's stdout and stderr are pipes made here, their read ends non-blocking and in
- * the epoll set (before the clone: a child that runs is always read). Returns 0, or the
- * errno of the pipes, of the clone, or of the child's set-up or execve. */
+ * The child's stdout and stderr are pipes made here, their read ends in the epoll set
+ * (before the clone: a child that runs is always read). Returns 0, or the errno of the
+ * pipes, of the clone, or of the child's set-up or execve. */
 static int
 spawn (Spawner                       *spawner,
        const ShimwatchSpawnerRequest *request,
@@ -495,8 +526,7 @@ spawn (Spawner                       *spawner,
         }
       child->fds[i] = ends[0];
       args.fds[1 + i] = ends[1];
-      if (fcntl (ends[0], F_SETFL, O_NONBLOCK) != 0 ||
-          epoll_ctl (spawner->epoll, EPOLL_CTL_ADD, ends[0], &event) != 0)
+      if (epoll_ctl (spawner->epoll, EPOLL_CTL_ADD, ends[0], &event) != 0)
         {
           error = errno;
           goto out;
