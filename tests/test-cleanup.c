@@ -83,8 +83,8 @@ fixture_tear_down (Fixture       *fixture,
   g_clear_object (&fixture->cleanup);
   g_clear_object (&fixture->launcher);
   g_clear_pointer (&fixture->host, shimwatch_cgroup_host_unref);
-  /* a test under a seccomp filter removes it itself (rm(1) would die of the filter);
-   * what is left goes without a process of its own */
+  /* without a process of its own: a test under a seccomp filter's SIGSYS handler comes
+   * here (rm(1) would die of the filter) */
   shimwatch_test_dir_remove (fixture->root);
   g_free (fixture->cgroup_mount);
   g_free (fixture->root);
@@ -412,7 +412,6 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
 {
 #if defined(__x86_64__) && defined(__NR_newfstatat)
   const long stat_call[] = { __NR_newfstatat };
-  struct sigaction action = { .sa_sigaction = count_cgroup_stat, .sa_flags = SA_SIGINFO };
   const char *mounts[N_HIERARCHIES + 1] = { NULL };
   char *dirs[N_HIERARCHIES] = { NULL };
   g_autoptr(ShimwatchCgroupHost) host = NULL;
@@ -421,15 +420,9 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
   ShimwatchCleanupRequest *gone, *left;
   gint stats_gone;
 
-  if (!g_test_subprocess ())
-    {
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  g_assert_no_errno (sigaction (SIGSYS, &action, NULL));
   /* before the cleanup starts its thread: the filter is inherited by threads made later */
-  g_assert_true (shimwatch_test_filter_syscalls (stat_call, 1, SECCOMP_RET_TRAP));
+  if (!shimwatch_test_trap_under_filter (stat_call, 1, count_cgroup_stat))
+    return;
   for (guint i = 0; i < N_HIERARCHIES; i++)
     {
       dirs[i] = g_strdup_printf ("%s/hierarchy%u", fixture->root, i);
@@ -488,16 +481,6 @@ test_cgroup_gone_looked_for_once (Fixture       *fixture,
   g_clear_object (&cleanup);
   for (guint i = 0; i < N_HIERARCHIES; i++)
     g_free (dirs[i]);
-  /* not by the tear-down's rm(1), which would die of the filter (a handler does not
-   * survive exec) */
-  {
-    g_autofree char *parent = g_path_get_dirname (fixture->root);
-    g_autofree char *base = g_path_get_basename (fixture->root);
-    g_autoptr(GError) error = NULL;
-
-    g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
-    g_assert_no_error (error);
-  }
 #else
   g_test_skip ("the newfstatat(2) counter is written for x86_64");
 #endif
@@ -547,22 +530,15 @@ test_runc_state_one_open (Fixture       *fixture,
 {
 #if defined(__x86_64__) && defined(__NR_openat)
   const long open_call[] = { __NR_openat };
-  struct sigaction action = { .sa_sigaction = count_remover_open, .sa_flags = SA_SIGINFO };
   g_autoptr(ShimwatchCleanup) cleanup = NULL;
   g_autofree char *runc_ns = g_build_filename (fixture->root, "runc", "default", NULL);
   g_autofree char *left_state = NULL;
   ShimwatchCleanupRequest *gone, *left;
   gint opens;
 
-  if (!g_test_subprocess ())
-    {
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  g_assert_no_errno (sigaction (SIGSYS, &action, NULL));
   /* before the cleanup starts its thread: the filter is inherited by threads made later */
-  g_assert_true (shimwatch_test_filter_syscalls (open_call, 1, SECCOMP_RET_TRAP));
+  if (!shimwatch_test_trap_under_filter (open_call, 1, count_remover_open))
+    return;
   cleanup = shimwatch_cleanup_new (fixture->launcher, fixture->host, CONCURRENCY);
   /* the namespace's runc directory holds another task's state */
   g_assert_no_errno (g_mkdir_with_parents (runc_ns, 0700));
@@ -587,16 +563,6 @@ test_runc_state_one_open (Fixture       *fixture,
   g_assert_false (g_file_test (left_state, G_FILE_TEST_EXISTS));
   g_assert_true (g_file_test (runc_ns, G_FILE_TEST_IS_DIR));
   g_clear_object (&cleanup);
-  /* not by the tear-down's rm(1), which would die of the filter (a handler does not
-   * survive exec) */
-  {
-    g_autofree char *parent = g_path_get_dirname (fixture->root);
-    g_autofree char *base = g_path_get_basename (fixture->root);
-    g_autoptr(GError) error = NULL;
-
-    g_assert_true (shimwatch_cleanup_remove_tree (parent, base, &error));
-    g_assert_no_error (error);
-  }
 #else
   g_test_skip ("the openat(2) counter is written for x86_64");
 #endif
