@@ -191,8 +191,12 @@ shimwatch_health_scheduler_add (ShimwatchHealthScheduler *self,
   target->flight_link.data = target;
   /* last in the ring: first checked about one interval from now */
   g_queue_push_tail_link (&self->ring, &target->ring_link);
-  /* more targets, shorter ticks: the next one comes no later than the new tick */
-  arm_timer (self, TRUE);
+  /* more targets, shorter ticks: the next one comes no later than the new tick. The first
+   * target: a tick left armed when the last one went (see _remove()) would check it
+   * early, the timer is armed anew, with nothing owed from before */
+  if (self->ring.length == 1)
+    self->credit = 0;
+  arm_timer (self, self->ring.length > 1);
   return target;
 }
 
@@ -209,8 +213,11 @@ shimwatch_health_scheduler_remove (ShimwatchHealthScheduler *self,
   target->in_flight = FALSE;
   target->scheduler = NULL;
   target->func = NULL;
-  if (self->ring.length == 0)
-    arm_timer (self, FALSE);
+  /* The last target gone, the timer is left as it is: its tick finds nothing to check and
+   * disarms it then (tick_cb()). Disarming it here changed the source's ready time from
+   * outside its dispatch, which GLib answers with a wake-up of the main context (a write
+   * to its eventfd and a main-loop iteration for nothing), at every death of a lone shim,
+   * right after its ShimDisconnected was handed to GDBus's worker. */
   target_unref (target);
 }
 

@@ -495,6 +495,81 @@ test_close_and_remove (void)
   fake_shim_free (removed);
 }
 
+static guint poll_ready;
+
+/* the main context's poll, counting what it found ready */
+static gint
+counting_poll (GPollFD *fds,
+               guint    nfds,
+               gint     timeout)
+{
+  gint n = g_poll (fds, nfds, timeout);
+
+  if (n > 0)
+    poll_ready += (guint) n;
+  return n;
+}
+
+/* runs the thread-default main context for @ms */
+static void
+run_context_for (guint ms)
+{
+  GMainContext *context = g_main_context_get_thread_default ();
+  g_autoptr(GSource) timeout = g_timeout_source_new (ms);
+  gboolean over = FALSE;
+
+  g_source_set_callback (timeout, set_flag, &over, NULL);
+  g_source_attach (timeout, context);
+  while (!over)
+    g_main_context_iteration (context, TRUE);
+}
+
+/* the last target goes (a lone shim's death, right after its ShimDisconnected): nothing
+ * wakes the main context for it; the tick that was armed comes once, finds nothing to
+ * check and disarms the timer, and no tick comes after it */
+static void
+test_last_target_gone_wakes_nobody (void)
+{
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  g_autoptr(ShimwatchHealthScheduler) scheduler = NULL;
+  FakeShim *shim;
+  guint64 ticks;
+
+  g_main_context_push_thread_default (context);
+  scheduler = shimwatch_health_scheduler_new (200, 600);
+  shimwatch_health_scheduler_set_min_tick (scheduler, 50);
+  shim = fake_shim_new (scheduler, 0);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 200);
+  while (g_main_context_iteration (context, FALSE))
+    ;
+
+  g_main_context_set_poll_func (context, counting_poll);
+  poll_ready = 0;
+  shimwatch_health_scheduler_remove (scheduler, shim->target);
+  shim->target = NULL;
+  g_assert_false (g_main_context_iteration (context, FALSE));
+  g_assert_cmpuint (poll_ready, ==, 0);
+  g_main_context_set_poll_func (context, g_poll);
+
+  ticks = shimwatch_health_scheduler_get_n_ticks (scheduler);
+  run_context_for (400);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_ticks (scheduler), <=, ticks + 1);
+  ticks = shimwatch_health_scheduler_get_n_ticks (scheduler);
+  run_context_for (400);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_n_ticks (scheduler), ==, ticks);
+  g_assert_cmpuint (shim->requests, ==, 0);
+
+  /* a target added later is checked again */
+  shim->target = shimwatch_health_scheduler_add (scheduler, shim->client, verdict_cb, shim);
+  run_until (checked_once, shim, 20);
+  g_assert_cmpuint (shim->requests, ==, 1);
+  fake_shim_free (shim);
+  g_clear_object (&scheduler);
+  while (g_main_context_iteration (context, FALSE))
+    ;
+  g_main_context_pop_thread_default (context);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -506,6 +581,8 @@ main (int    argc,
   g_test_add_func ("/health-scheduler/deadline-and-recovery", test_deadline_and_recovery);
   g_test_add_func ("/health-scheduler/unread-answer-in-time", test_unread_answer_in_time);
   g_test_add_func ("/health-scheduler/close-and-remove", test_close_and_remove);
+  g_test_add_func ("/health-scheduler/last-target-gone-wakes-nobody",
+                   test_last_target_gone_wakes_nobody);
   g_test_add_func ("/ttrpc/deferred-answer-wakes-nobody", test_deferred_answer_wakes_nobody);
   g_test_add_func ("/ttrpc/timeout-in-own-context", test_timeout_in_own_context);
 
