@@ -27,6 +27,9 @@
 /* how long a run goes before its output is read as it comes, not only at its end (see
  * shimwatch_spawn_async()) */
 #define OUTPUT_WATCH_DELAY_MS 3000
+/* the spawner's replies taken by one recvmmsg(2); the buffer's pages that no record
+ * reaches are never touched, and take no memory */
+#define REPLY_BATCH           8
 
 /* The spawner of this process (shimwatch-spawner.h), if one was started. Once it is lost
  * (it died, or broke the protocol and was killed), commands are spawned directly again.
@@ -44,7 +47,7 @@ static struct {
   /* one timer for every run's deadline and kill grace: the soonest of them, or sooner */
   GSource              *timer;
   gint64                timer_at;
-  guint8               *reply;   /* SHIMWATCH_SPAWNER_REPLY_MAX: the record being read */
+  guint8               *reply;   /* REPLY_BATCH records of SHIMWATCH_SPAWNER_REPLY_MAX */
 } spawner = { .fd = -1 };
 
 /* pidfd_open(2) failed with ENOSYS or EPERM once: it will again, do not ask each time */
@@ -649,28 +652,70 @@ take_reply (const guint8 *bytes,
 }
 
 /* The spawner's replies, as many as its socket holds now (up to a bound: the other
- * sources of the context get their turn). Each DONE completes its run here and now.
- * FALSE once the spawner is given up on: it closed its socket (it died; what it sent
- * before was read), or it broke the protocol. */
+ * sources of the context get their turn), taken REPLY_BATCH at a time with recvmmsg(2):
+ * a batch shorter than asked for found the socket empty, so the receive that would only
+ * fail with EAGAIN, one per wake-up, was one more system call of the main thread at each
+ * `shim delete` (the poller is level-triggered: a reply sent after it wakes it again).
+ * Each DONE completes its run here and now. FALSE once the spawner is given up on: it
+ * closed its socket (it died; what it sent before was read), or it broke the protocol. */
 static gboolean
 read_replies (void)
 {
-  for (guint i = 0; i < 64; i++)
-    {
-      /* MSG_TRUNC: the record's real length, should it be longer than we take */
-      ssize_t n = recv (spawner.fd, spawner.reply, SHIMWATCH_SPAWNER_REPLY_MAX,
-                        MSG_DONTWAIT | MSG_TRUNC);
+  /* taken for the batch: a run's callback that iterates the context and reads again
+   * (nested) reads into a batch of its own, never into the one being taken */
+  g_autofree guint8 *batch = g_steal_pointer (&spawner.reply);
+  struct mmsghdr messages[REPLY_BATCH];
+  struct iovec iovs[REPLY_BATCH];
+  int fd = spawner.fd;
 
+  if (batch == NULL)
+    batch = g_malloc (REPLY_BATCH * (gsize) SHIMWATCH_SPAWNER_REPLY_MAX);
+  for (guint taken = 0; taken < 64;)
+    {
+      int n;
+
+      memset (messages, 0, sizeof messages);
+      for (guint i = 0; i < REPLY_BATCH; i++)
+        {
+          iovs[i] = (struct iovec) { batch + i * (gsize) SHIMWATCH_SPAWNER_REPLY_MAX,
+                                     SHIMWATCH_SPAWNER_REPLY_MAX };
+          messages[i].msg_hdr.msg_iov = &iovs[i];
+          messages[i].msg_hdr.msg_iovlen = 1;
+        }
+      /* MSG_TRUNC: each record's real length, should it be longer than we take */
+      n = recvmmsg (fd, messages, REPLY_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0 && errno == EAGAIN)
-        return TRUE;
-      if (n <= 0 || n > SHIMWATCH_SPAWNER_REPLY_MAX || !take_reply (spawner.reply, (gsize) n))
+        break;
+      if (n <= 0)
         {
-          spawner_abandon (n <= 0 ? "closed its socket" : "broke the protocol");
+          spawner_abandon ("closed its socket");
           return FALSE;
         }
+      for (int i = 0; i < n; i++)
+        {
+          gsize length = messages[i].msg_len;
+
+          /* a record is never empty: one of length 0 is the end of the file */
+          if (length == 0 || length > SHIMWATCH_SPAWNER_REPLY_MAX ||
+              !take_reply (iovs[i].iov_base, length))
+            {
+              spawner_abandon (length == 0 ? "closed its socket" : "broke the protocol");
+              return FALSE;
+            }
+          /* the run's callback let the spawner go (shimwatch_spawn_stop_spawner() ended
+           * its other runs): the rest of the batch is for nobody */
+          if (spawner.fd != fd)
+            return FALSE;
+        }
+      taken += (guint) n;
+      if (n < REPLY_BATCH)
+        break;
     }
+  /* kept for the next wake-up, unless a nested read put one back meanwhile */
+  if (spawner.reply == NULL)
+    spawner.reply = g_steal_pointer (&batch);
   return TRUE;
 }
 
@@ -702,7 +747,7 @@ shimwatch_spawn_start_spawner (GError **error)
   if (spawner.runs == NULL)
     spawner.runs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_object_unref);
   if (spawner.reply == NULL)
-    spawner.reply = g_malloc (SHIMWATCH_SPAWNER_REPLY_MAX);
+    spawner.reply = g_malloc (REPLY_BATCH * (gsize) SHIMWATCH_SPAWNER_REPLY_MAX);
   /* its replies, and a spawner that dies between commands, are heard of at once */
   spawner.watch = shimwatch_poller_add (shimwatch_poller_get_default (), fd,
                                         SHIMWATCH_POLLER_IN, spawner_readable_cb, NULL, NULL,

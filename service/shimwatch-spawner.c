@@ -37,6 +37,9 @@
 /* a read of a child's output: a pipe's default size, so one read takes all it holds */
 #define READ_SIZE (64 * 1024)
 
+/* the requests taken by one recvmmsg(2) */
+#define REQUEST_BATCH 4
+
 typedef struct {
   guint64 id;
   pid_t   pid;
@@ -64,7 +67,7 @@ typedef struct {
   size_t    size_children;
   Pending  *queue;        /* in order; NULL: the socket takes records as they come */
   Pending **queue_tail;
-  char     *buffer;       /* SHIMWATCH_SPAWNER_REQUEST_MAX */
+  char     *buffer;       /* REQUEST_BATCH requests of SHIMWATCH_SPAWNER_REQUEST_MAX */
   char     *scratch;      /* READ_SIZE */
   char     *stack;        /* the children's, between their clone and their execve: see spawn() */
 } Spawner;
@@ -268,33 +271,37 @@ keep (Child      *child,
 
 /* What output @i of @child holds, once epoll(7) or poll(2) said it is readable. The pipe
  * blocks (its flags are the child's end's too, and a child may not be handed a
- * non-blocking stdout): one read never blocks then, a second one could, unless @to_eof:
+ * non-blocking stdout): one read never blocks then, a second one could, unless @hung_up:
  * every writer is gone (a hang-up), and it is read to the end. At the end of the file (or
  * an error) the pipe is closed, which takes it out of the epoll set. TRUE if the read
- * filled the buffer: the pipe may hold more. (A read shorter than asked emptied it: a
- * pipe hands over all it holds, up to the size asked.) */
+ * filled the buffer: the pipe may hold more. A read shorter than asked emptied it (a pipe
+ * hands over all it holds, up to the size asked), and after a hang-up nothing more comes:
+ * no read to find the end of the file, one per pipe of each run, and none at all on a
+ * hang-up without data (@readable FALSE). */
 static gboolean
 read_output (Spawner *spawner,
              Child   *child,
              int      i,
-             gboolean to_eof)
+             gboolean readable,
+             gboolean hung_up)
 {
-  for (;;)
+  while (readable || !hung_up)
     {
       ssize_t n = read (child->fds[i], spawner->scratch, READ_SIZE);
 
       if (n < 0 && errno == EINTR)
         continue;
       if (n <= 0)
-        {
-          close (child->fds[i]);
-          child->fds[i] = -1;
-          return FALSE;
-        }
+        break;
       keep (child, i, spawner->scratch, (size_t) n);
-      if (!to_eof)
+      if (n < READ_SIZE && hung_up)
+        break;
+      if (!hung_up)
         return n == READ_SIZE;
     }
+  close (child->fds[i]);
+  child->fds[i] = -1;
+  return FALSE;
 }
 
 /* What is left in the pipes of a child that has ended, as long as poll(2) finds something
@@ -323,7 +330,7 @@ drain (Spawner *spawner,
       more = FALSE;
       for (nfds_t k = 0; k < n; k++)
         if (fds[k].revents != 0)
-          more |= read_output (spawner, child, which[k],
+          more |= read_output (spawner, child, which[k], (fds[k].revents & POLLIN) != 0,
                                (fds[k].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0);
     }
 }
@@ -573,6 +580,7 @@ add_child (Spawner *spawner,
 static void
 run (Spawner                       *spawner,
      const ShimwatchSpawnerRequest *request,
+     char                          *bytes,
      size_t                         length,
      int                            stdin_fd)
 {
@@ -586,7 +594,7 @@ run (Spawner                       *spawner,
   child->fds[0] = child->fds[1] = -1;
   if (request->argc >= 1 && request->argc < SHIMWATCH_SPAWNER_REQUEST_MAX &&
       request->envc < SHIMWATCH_SPAWNER_REQUEST_MAX)
-    strings = parse_strings (spawner->buffer + sizeof *request, length - sizeof *request,
+    strings = parse_strings (bytes + sizeof *request, length - sizeof *request,
                              1 + (size_t) request->argc + request->envc);
   if (strings != NULL && strings[1][0] == '/')
     error = spawn (spawner, request, strings, stdin_fd >= 0 ? stdin_fd : spawner->dev_null,
@@ -601,31 +609,19 @@ run (Spawner                       *spawner,
   add_child (spawner, child);
 }
 
-/* one request off the socket; FALSE when there is none (EAGAIN) */
-static gboolean
-handle_request (Spawner *spawner)
+/* one request, as it came off the socket: @n bytes at @bytes, with @msg's descriptors */
+static void
+handle_request (Spawner             *spawner,
+                char                *bytes,
+                size_t               n,
+                const struct msghdr *msg)
 {
   ShimwatchSpawnerRequest request;
-  union {
-    struct cmsghdr header;
-    char           space[CMSG_SPACE (sizeof (int))];
-  } control;
-  struct iovec iov = { spawner->buffer, SHIMWATCH_SPAWNER_REQUEST_MAX };
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = control.space, .msg_controllen = sizeof control.space };
   int fd = -1;
   int n_fds = 0;
-  ssize_t n;
 
-  do
-    n = recvmsg (spawner->sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && errno == EAGAIN)
-    return FALSE;
-  if (n <= 0)
-    _exit (0);   /* EOF: the service has gone or let us go */
-
-  for (struct cmsghdr *cmsg = CMSG_FIRSTHDR (&msg); cmsg != NULL; cmsg = CMSG_NXTHDR (&msg, cmsg))
+  for (struct cmsghdr *cmsg = CMSG_FIRSTHDR (msg); cmsg != NULL;
+       cmsg = CMSG_NXTHDR ((struct msghdr *) msg, cmsg))
     if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
       {
         size_t count = (cmsg->cmsg_len - CMSG_LEN (0)) / sizeof (int);
@@ -641,12 +637,12 @@ handle_request (Spawner *spawner)
           }
       }
 
-  if ((size_t) n < sizeof request || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
+  if (n < sizeof request || (msg->msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
     _exit (72);   /* not the protocol: the service sees the socket close, goes on without us */
-  memcpy (&request, spawner->buffer, sizeof request);
+  memcpy (&request, bytes, sizeof request);
   if (request.magic != SHIMWATCH_SPAWNER_MAGIC)
     _exit (72);
-  if (request.kind == SHIMWATCH_SPAWNER_KILL && (size_t) n == sizeof request && n_fds == 0)
+  if (request.kind == SHIMWATCH_SPAWNER_KILL && n == sizeof request && n_fds == 0)
     {
       size_t i;
       Child *child = find_child (spawner, FALSE, request.id, &i);
@@ -654,16 +650,61 @@ handle_request (Spawner *spawner)
       /* not reaped yet (reap() forgets the child): the pid is still this child's */
       if (child != NULL)
         kill (child->pid, SIGKILL);
-      return TRUE;
+      return;
     }
   if (request.kind != SHIMWATCH_SPAWNER_RUN ||
       n_fds != ((request.flags & SHIMWATCH_SPAWNER_WITH_STDIN) != 0 ? 1 : 0))
     _exit (72);
-  run (spawner, &request, (size_t) n, fd);
+  run (spawner, &request, bytes, n, fd);
   /* the child has its stdin */
   if (fd >= 0)
     close (fd);
-  return TRUE;
+}
+
+/* Every request the socket holds, REQUEST_BATCH at a time with recvmmsg(2): a batch
+ * shorter than asked for found the socket empty, so there is no receive that only fails
+ * with EAGAIN, one per wake-up, at each run (epoll is level-triggered: a request sent
+ * since wakes us again). */
+static void
+handle_requests (Spawner *spawner)
+{
+  struct mmsghdr messages[REQUEST_BATCH];
+  struct iovec iovs[REQUEST_BATCH];
+  union {
+    struct cmsghdr header;
+    char           space[CMSG_SPACE (sizeof (int))];
+  } controls[REQUEST_BATCH];
+  int n;
+
+  do
+    {
+      memset (messages, 0, sizeof messages);
+      for (int i = 0; i < REQUEST_BATCH; i++)
+        {
+          iovs[i] = (struct iovec) { spawner->buffer + (size_t) i * SHIMWATCH_SPAWNER_REQUEST_MAX,
+                                     SHIMWATCH_SPAWNER_REQUEST_MAX };
+          messages[i].msg_hdr = (struct msghdr) { .msg_iov = &iovs[i], .msg_iovlen = 1,
+                                                  .msg_control = controls[i].space,
+                                                  .msg_controllen = sizeof controls[i].space };
+        }
+      do
+        n = recvmmsg (spawner->sock, messages, REQUEST_BATCH,
+                      MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
+      while (n < 0 && errno == EINTR);
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n <= 0)
+        _exit (0);   /* EOF: the service has gone or let us go */
+      for (int i = 0; i < n; i++)
+        {
+          /* a request is never empty: one of length 0 is the end of the file */
+          if (messages[i].msg_len == 0)
+            _exit (0);
+          handle_request (spawner, iovs[i].iov_base, messages[i].msg_len,
+                          &messages[i].msg_hdr);
+        }
+    }
+  while (n == REQUEST_BATCH);
 }
 
 static void G_GNUC_NORETURN
@@ -702,7 +743,8 @@ spawner_main (int   sock,
     _exit (71);
   spawner.reply_max = MIN ((size_t) size - 256, SHIMWATCH_SPAWNER_REPLY_MAX);
 
-  spawner.buffer = malloc (SHIMWATCH_SPAWNER_REQUEST_MAX);
+  /* (the pages that no request reaches are never touched, and take no memory) */
+  spawner.buffer = malloc (REQUEST_BATCH * (size_t) SHIMWATCH_SPAWNER_REQUEST_MAX);
   spawner.scratch = malloc (READ_SIZE);
   spawner.dev_null = open ("/dev/null", O_RDONLY | O_CLOEXEC);
   spawner.signal_fd = signalfd (-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -751,15 +793,14 @@ spawner_main (int   sock,
               int p = (int) (events[i].data.u64 & 1);
 
               if (child->fds[p] >= 0)
-                read_output (&spawner, child, p,
+                read_output (&spawner, child, p, (events[i].events & EPOLLIN) != 0,
                              (events[i].events & (EPOLLHUP | EPOLLERR)) != 0);
             }
         }
       if (writable)
         flush_queue (&spawner);
       if (requests)
-        while (handle_request (&spawner))
-          ;
+        handle_requests (&spawner);
       if (ended)
         reap (&spawner);
     }
