@@ -29,6 +29,8 @@ struct _ShimwatchCgroupHost
   char                 *unified_mount;   /* cgroup2's, or NULL (legacy) */
   int                   unified;         /* its index in mounts, or -1 */
   char                 *own_cgroup;      /* under systemd only */
+  /* cgroup2 has no cgroup.kill (Linux before 5.14): seen once, never tried again */
+  gint                  no_kill_file;
 };
 
 static void
@@ -553,20 +555,6 @@ read_small_file (const char *path,
   return TRUE;
 }
 
-static gboolean
-write_file (const char *path,
-            const char *text)
-{
-  int fd = open (path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  gboolean ok;
-
-  if (fd < 0)
-    return FALSE;
-  ok = write (fd, text, strlen (text)) == (gssize) strlen (text);
-  close (fd);
-  return ok;
-}
-
 int
 shimwatch_cgroup_open_events (const ShimwatchCgroupHost *host,
                               const char                *path)
@@ -593,14 +581,35 @@ shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
                                const char                *path)
 {
   g_autofree char *kill_file = NULL;
+  gboolean ok;
+  int fd;
 
   g_return_val_if_fail (shimwatch_cgroup_path_is_valid (path), FALSE);
 
-  if (host->unified_mount == NULL)
+  if (host->unified_mount == NULL || g_atomic_int_get (&host->no_kill_file))
     return FALSE;
   /* cgroup2 since Linux 5.14: the kernel kills the whole subtree, forks included */
   kill_file = g_build_filename (host->unified_mount, path, "cgroup.kill", NULL);
-  return write_file (kill_file, "1");
+  fd = open (kill_file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    {
+      g_autofree char *dir = NULL;
+      struct stat st;
+
+      /* The cgroup is there and has no cgroup.kill: an older kernel, which will not grow
+       * one. Where cgroup2 is mounted beside v1 hierarchies (a hybrid host, usually an
+       * older kernel) the cleanup asks at each death, twice or three times: only once
+       * for the life of the host, not one failing open(2) per ask. (A cgroup that is
+       * gone says nothing of the kernel.) */
+      if (errno == ENOENT &&
+          lstat ((dir = g_build_filename (host->unified_mount, path, NULL)), &st) == 0 &&
+          S_ISDIR (st.st_mode))
+        g_atomic_int_set (&((ShimwatchCgroupHost *) host)->no_kill_file, TRUE);
+      return FALSE;
+    }
+  ok = write (fd, "1", 1) == 1;
+  close (fd);
+  return ok;
 }
 
 guint

@@ -9,12 +9,14 @@
 #include <fcntl.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
 #include "shimwatch-cgroup.h"
 #include "shimwatch-error.h"
+#include "shimwatch-test-dir.h"
 
 static const ShimwatchCgroupLayout layouts[] = {
   SHIMWATCH_CGROUP_LAYOUT_HYBRID,
@@ -367,6 +369,104 @@ test_unified_files (void)
   g_assert_cmpint (system (cmd), ==, 0);
 }
 
+static pid_t
+start_paused (void)
+{
+  pid_t pid = fork ();
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      /* never left behind by a test that fails */
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      pause ();
+      _exit (0);
+    }
+  return pid;
+}
+
+/* @pid was sent SIGKILL: it is reaped within seconds (else it is killed here, and the
+ * test fails) */
+static void
+assert_killed (pid_t pid)
+{
+  gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  int status;
+  pid_t reaped;
+
+  while ((reaped = waitpid (pid, &status, WNOHANG)) == 0 && g_get_monotonic_time () < deadline)
+    g_usleep (1000);
+  if (reaped == 0)
+    {
+      kill (pid, SIGKILL);
+      waitpid (pid, NULL, 0);
+    }
+  g_assert_cmpint (reaped, ==, pid);
+  g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+}
+
+/* A hybrid host whose cgroup2 has no cgroup.kill (Linux before 5.14): its processes are
+ * killed through cgroup.procs, and once cgroup.kill was found missing beside a cgroup that
+ * is there it is never tried again (the cleanup asks two or three times per death). A
+ * cgroup.kill put there afterwards (which no kernel does) is left alone: it was not
+ * opened. A cgroup that is gone tells nothing of the kernel: cgroup.kill is tried next
+ * time. */
+static void
+test_kill_file_absent (void)
+{
+  g_autofree char *root = shimwatch_test_dir_new (NULL, "swcgroup-XXXXXX", NULL);
+  g_autofree char *pids = g_build_filename (root, "pids", NULL);
+  g_autofree char *unified = g_build_filename (root, "unified", NULL);
+  g_autofree char *task = g_build_filename (pids, "shimwatch", "default", "t01", NULL);
+  g_autofree char *task2 = g_build_filename (unified, "shimwatch", "default", "t01", NULL);
+  g_autofree char *other2 = g_build_filename (unified, "shimwatch", "default", "t02", NULL);
+  g_autofree char *text = NULL;
+  const char *mounts[] = { pids, unified, NULL };
+  const char *path = "/shimwatch/default/t01";
+  g_autoptr(ShimwatchCgroupHost) host =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_HYBRID, mounts, unified, NULL,
+                               SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  g_autoptr(ShimwatchCgroupHost) fresh =
+    shimwatch_cgroup_host_new (SHIMWATCH_CGROUP_LAYOUT_UNIFIED, (const char *[]) { unified, NULL },
+                               unified, NULL, SHIMWATCH_CGROUP_DRIVER_CGROUPFS);
+  pid_t a, b;
+
+  g_assert_nonnull (root);
+  /* as runc makes it: in every hierarchy */
+  a = start_paused ();
+  text = g_strdup_printf ("%d\n", (int) a);
+  write_procs (task, text);
+  write_procs (task2, "");
+  g_assert_false (shimwatch_cgroup_kill_subtree (host, path));
+  g_assert_cmpuint (shimwatch_cgroup_kill_at (host, path, -1), ==, 1);
+  assert_killed (a);
+
+  b = start_paused ();
+  g_free (text);
+  text = g_strdup_printf ("%d\n", (int) b);
+  write_procs (task, text);
+  write_text (task2, "cgroup.kill", "");
+  g_assert_false (shimwatch_cgroup_kill_subtree (host, path));
+  g_assert_cmpuint (shimwatch_cgroup_kill_at (host, path, -1), ==, 1);
+  g_free (text);
+  text = read_text (task2, "cgroup.kill");
+  if (*text != '\0')
+    kill (b, SIGKILL);
+  g_assert_cmpstr (text, ==, "");
+  assert_killed (b);
+
+  /* a cgroup that is not there: cgroup.kill is still looked for the next time */
+  g_assert_false (shimwatch_cgroup_kill_subtree (fresh, "/shimwatch/default/t02"));
+  g_assert_no_errno (g_mkdir_with_parents (other2, 0755));
+  write_text (other2, "cgroup.kill", "");
+  g_assert_true (shimwatch_cgroup_kill_subtree (fresh, "/shimwatch/default/t02"));
+  g_free (text);
+  text = read_text (other2, "cgroup.kill");
+  g_assert_cmpstr (text, ==, "1");
+
+  shimwatch_test_dir_remove (root);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -381,5 +481,6 @@ main (int    argc,
   g_test_add_func ("/cgroup/overlap", test_overlap);
   g_test_add_func ("/cgroup/kill-by-procs", test_kill_by_procs);
   g_test_add_func ("/cgroup/unified-files", test_unified_files);
+  g_test_add_func ("/cgroup/kill-file-absent", test_kill_file_absent);
   return g_test_run ();
 }
