@@ -48,19 +48,19 @@ typedef struct {
 
 struct _ShimwatchCleanup
 {
-  GObject            parent_instance;
+  GObject               parent_instance;
 
-  ShimwatchLauncher *launcher;
-  ShimwatchCgroupHost *cgroups;
-  guint              max_concurrent;
-  guint              n_deleting;
-  guint              n_running;
-  GQueue             waiting;      /* GTask waiting for a delete slot */
+  ShimwatchLauncher    *launcher;
+  ShimwatchCgroupHost  *cgroups;
+  guint                 max_concurrent;
+  guint                 n_deleting;
+  guint                 n_running;
+  GQueue                waiting;   /* GTask waiting for a delete slot */
   /* step 3: the removals queued in one turn of the main loop, handed to the remover as
    * one batch before the loop sleeps again */
-  GPtrArray         *turn;         /* GTask */
-  GSource           *turn_source;
-  Remover           *remover;      /* NULL: each removal in a thread of GLib's pool */
+  GPtrArray            *turn;      /* GTask */
+  GSource              *turn_source;
+  Remover              *remover;   /* NULL: each removal in a thread of GLib's pool */
   ShimwatchPollerWatch *done_watch;
 };
 
@@ -102,20 +102,20 @@ shimwatch_cleanup_result_free (ShimwatchCleanupResult *result)
 }
 
 typedef struct {
-  ShimwatchCleanupRequest    *request;
-  ShimwatchCleanupResult     *result;
-  ShimwatchCgroupHost        *cgroups;
-  int                         cgroup_events;  /* the cgroup's cgroup.events, or -1 */
-  int                         cgroup_found_in;  /* the first hierarchy that held it */
-  ShimwatchCleanupKilledFunc  killed;
-  gpointer                    killed_data;
-  ShimwatchPollerWatch       *pidfd_watch;
-  ShimwatchPollerWatch       *cgroup_watch;   /* cgroup.events, once the init is dead */
-  guint                       kill_timeout;
-  guint                       cgroup_poll;    /* without cgroup.events: a poll timer */
-  gboolean                    init_dead;
-  gboolean                    holds_slot;
-  gboolean                    removal_deferred;  /* it waits for its cgroup: in the pool */
+  ShimwatchCleanupRequest   *request;
+  ShimwatchCleanupResult    *result;
+  ShimwatchCgroupHost       *cgroups;
+  int                        cgroup_events;   /* the cgroup's cgroup.events, or -1 */
+  int                        cgroup_found_in;   /* the first hierarchy that held it */
+  ShimwatchCleanupKilledFunc killed;
+  gpointer                   killed_data;
+  ShimwatchPollerWatch      *pidfd_watch;
+  ShimwatchPollerWatch      *cgroup_watch;    /* cgroup.events, once the init is dead */
+  guint                      kill_timeout;
+  guint                      cgroup_poll;     /* without cgroup.events: a poll timer */
+  gboolean                   init_dead;
+  gboolean                   holds_slot;
+  gboolean                   removal_deferred;   /* it waits for its cgroup: in the pool */
 } RunData;
 
 static void
@@ -165,11 +165,11 @@ shimwatch_cleanup_kill_processes_in (const char *dir)
 
 /* -- step 3, in a worker thread -------------------------------------------------------- */
 
-static gboolean remove_entry_at (int            dir_fd,
-                                 const char    *dir_name,
-                                 const char    *name,
-                                 unsigned char  type,
-                                 GError       **error);
+static gboolean remove_entry_at (int           dir_fd,
+                                 const char   *dir_name,
+                                 const char   *name,
+                                 unsigned char type,
+                                 GError      **error);
 
 /* A directory below the one being removed, never on another file system (a mount we
  * failed to remove): openat2(2) refuses to cross into one, so no stat tells it */
@@ -200,9 +200,9 @@ open_same_mount (int         dir_fd,
 /* Everything in the open directory @fd (@name, for messages), read with getdents64(2):
  * its d_type says what each entry is, so nothing is stat()ed */
 static gboolean
-remove_contents (int          fd,
-                 const char  *name,
-                 GError     **error)
+remove_contents (int         fd,
+                 const char *name,
+                 GError    **error)
 {
   g_autofree char *buffer = g_malloc (4096);
 
@@ -235,10 +235,10 @@ remove_contents (int          fd,
 }
 
 static gboolean
-remove_dir_at (int          parent_fd,
-               const char  *name,
-               int          fd,
-               GError     **error)
+remove_dir_at (int         parent_fd,
+               const char *name,
+               int         fd,
+               GError    **error)
 {
   gboolean ok = remove_contents (fd, name, error);
 
@@ -253,11 +253,11 @@ remove_dir_at (int          parent_fd,
 }
 
 static gboolean
-remove_entry_at (int            dir_fd,
-                 const char    *dir_name,
-                 const char    *name,
-                 unsigned char  type,
-                 GError       **error)
+remove_entry_at (int           dir_fd,
+                 const char   *dir_name,
+                 const char   *name,
+                 unsigned char type,
+                 GError      **error)
 {
   int fd;
 
@@ -295,9 +295,9 @@ remove_entry_at (int            dir_fd,
 /* @name in @parent_fd and, if it is a directory, everything below it; TRUE if it is gone
  * (or was not there) */
 static gboolean
-remove_tree_at (int          parent_fd,
-                const char  *name,
-                GError     **error)
+remove_tree_at (int         parent_fd,
+                const char *name,
+                GError    **error)
 {
   int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -349,9 +349,9 @@ unmount_under (const char *path)
 }
 
 static gboolean
-remove_task_dir (const char  *task_dir,
-                 GPtrArray   *parents,
-                 GError     **error)
+remove_task_dir (const char *task_dir,
+                 GPtrArray  *parents,
+                 GError    **error)
 {
   g_autofree char *parent = g_path_get_dirname (task_dir);
   g_autofree char *base = g_path_get_basename (task_dir);
@@ -372,7 +372,8 @@ remove_task_dir (const char  *task_dir,
   parent_fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (parent_fd < 0)
     return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
-                                                  "open %s: %s", parent, g_strerror (errno)), FALSE);
+                                                  "open %s: %s", parent, g_strerror (errno)),
+                                     FALSE);
   ok = remove_tree_at (parent_fd, hidden, &local_error);
   /* The removal never enters another file system: it stops at a mount left below (the
    * rootfs, which `shim delete` unmounts). Only then is the mount table read (it used to
@@ -396,8 +397,8 @@ remove_task_dir (const char  *task_dir,
 }
 
 gboolean
-shimwatch_cleanup_remove_task_dir (const char  *task_dir,
-                                   GError     **error)
+shimwatch_cleanup_remove_task_dir (const char *task_dir,
+                                   GError    **error)
 {
   return remove_task_dir (task_dir, NULL, error);
 }
@@ -407,8 +408,8 @@ shimwatch_cleanup_remove_task_dir (const char  *task_dir,
  * FALSE, with nothing done but the kill, if it would have to wait for the cgroup to
  * empty and @may_wait is FALSE */
 static gboolean
-remove_cgroup (RunData  *data,
-               gboolean  may_wait)
+remove_cgroup (RunData *data,
+               gboolean may_wait)
 {
   ShimwatchCleanupRequest *request = data->request;
   g_autoptr(GError) error = NULL;
@@ -457,9 +458,9 @@ remove_cgroup (RunData  *data,
  * namespace's directory, removed by the caller with the namespace's last task), or NULL
  * to remove it here. */
 static gboolean
-remove_state_now (RunData    *data,
-                  gboolean    may_wait,
-                  GPtrArray  *parents)
+remove_state_now (RunData   *data,
+                  gboolean   may_wait,
+                  GPtrArray *parents)
 {
   ShimwatchCleanupRequest *request = data->request;
   g_autoptr(GError) error = NULL;
@@ -895,12 +896,12 @@ kill_timeout_cb (gpointer user_data)
 }
 
 void
-shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
-                             ShimwatchCleanupRequest    *request,
-                             ShimwatchCleanupKilledFunc  killed,
-                             gpointer                    killed_data,
-                             GAsyncReadyCallback         callback,
-                             gpointer                    user_data)
+shimwatch_cleanup_run_async (ShimwatchCleanup          *self,
+                             ShimwatchCleanupRequest   *request,
+                             ShimwatchCleanupKilledFunc killed,
+                             gpointer                   killed_data,
+                             GAsyncReadyCallback        callback,
+                             gpointer                   user_data)
 {
   GTask *task;
   RunData *data;
@@ -966,7 +967,7 @@ shimwatch_cleanup_run_async (ShimwatchCleanup           *self,
                                                 NULL);
       if (data->pidfd_watch == NULL)
         log_step (request, G_LOG_LEVEL_WARNING, "cannot watch task process %u: its death is "
-                  "known at the kill timeout", request->task_pid);
+                                                "known at the kill timeout", request->task_pid);
       data->kill_timeout = g_timeout_add (KILL_WAIT_MS, kill_timeout_cb, task);
       return;
     }
@@ -1112,16 +1113,17 @@ shimwatch_cleanup_init (ShimwatchCleanup *self)
 }
 
 gboolean
-shimwatch_cleanup_remove_tree (const char  *parent,
-                               const char  *name,
-                               GError     **error)
+shimwatch_cleanup_remove_tree (const char *parent,
+                               const char *name,
+                               GError    **error)
 {
   int parent_fd = open (parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   gboolean ok;
 
   if (parent_fd < 0)
     return errno == ENOENT ? TRUE : (g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno),
-                                                  "open %s: %s", parent, g_strerror (errno)), FALSE);
+                                                  "open %s: %s", parent, g_strerror (errno)),
+                                     FALSE);
   ok = remove_tree_at (parent_fd, name, error);
   close (parent_fd);
   return ok;

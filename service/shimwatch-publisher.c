@@ -8,16 +8,16 @@
 
 struct _ShimwatchPublisher
 {
-  GObject                parent_instance;
+  GObject                   parent_instance;
 
-  ShimwatchDbusManager  *signals;      /* not owned: the manager owns the publisher */
-  char                  *records_dir;
-  ShimwatchHistory      *history;
-  ShimwatchSignalLedger *ledger;
+  ShimwatchDbusManager     *signals;   /* not owned: the manager owns the publisher */
+  char                     *records_dir;
+  ShimwatchHistory         *history;
+  ShimwatchSignalLedger    *ledger;
   ShimwatchRecordCommitter *committer;
-  GDBusConnection       *connection;
-  guint                  filter_id;
-  GPtrArray             *kept_types;   /* GVariant: one empty value of each type below */
+  GDBusConnection          *connection;
+  guint                     filter_id;
+  GPtrArray                *kept_types; /* GVariant: one empty value of each type below */
 };
 
 G_DEFINE_TYPE (ShimwatchPublisher, shimwatch_publisher, G_TYPE_OBJECT)

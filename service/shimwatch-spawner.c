@@ -380,9 +380,9 @@ reap (Spawner *spawner)
 
 /* the strings of a request: cwd, argv, envp; NULL if they do not add up */
 static char **
-parse_strings (char   *data,
-               size_t  length,
-               size_t  n_strings)
+parse_strings (char  *data,
+               size_t length,
+               size_t n_strings)
 {
   char **strings;
   size_t at = 0;
