@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
@@ -26,6 +27,16 @@ static struct {
   pid_t                 owner;
   char                  path[PATH_MAX];
 } dirs[MAX_DIRS];
+
+/* child processes a test process has at once */
+#define MAX_CHILDREN 16
+
+/* as dirs: what the handler reads, filled then marked used */
+static struct {
+  volatile sig_atomic_t used;
+  pid_t                 owner;
+  pid_t                 pid;
+} children[MAX_CHILDREN];
 
 /* SIGABRT: a failed g_assert(); SIGTRAP: G_BREAKPOINT(), which is how GLib ends a test at
  * a fatal log message (g_error(), a warning or critical); SIGTERM: meson's timeout */
@@ -116,6 +127,13 @@ on_fatal_signal (int        signum,
   int saved_errno = errno;
   pid_t self = getpid ();
 
+  /* first: a process may hold a directory open, or write in it */
+  for (guint i = 0; i < MAX_CHILDREN; i++)
+    if (children[i].used && children[i].owner == self)
+      {
+        kill (children[i].pid, SIGKILL);
+        children[i].used = 0;
+      }
   for (guint i = 0; i < MAX_DIRS; i++)
     if (dirs[i].used && dirs[i].owner == self)
       {
@@ -214,4 +232,46 @@ shimwatch_test_dir_get_n (void)
     if (dirs[i].used && dirs[i].owner == getpid ())
       n++;
   return n;
+}
+
+void
+shimwatch_test_child_add (GPid pid)
+{
+  guint slot;
+
+  g_return_if_fail (pid > 0);
+
+  install_handler ();
+  for (slot = 0; slot < MAX_CHILDREN && children[slot].used; slot++)
+    ;
+  if (slot == MAX_CHILDREN)
+    g_error ("more than %u test child processes at once: end some", MAX_CHILDREN);
+  children[slot].pid = pid;
+  children[slot].owner = getpid ();
+  /* the handler sees a slot marked used only once it is filled */
+  __atomic_signal_fence (__ATOMIC_SEQ_CST);
+  children[slot].used = 1;
+}
+
+int
+shimwatch_test_child_wait (GPid pid)
+{
+  siginfo_t info = { 0 };
+  int status;
+
+  /* ended, but not reaped: until it is, its PID is no other process's */
+  while (waitid (P_PID, (id_t) pid, &info, WEXITED | WNOWAIT) != 0)
+    g_assert_cmpint (errno, ==, EINTR);
+  for (guint i = 0; i < MAX_CHILDREN; i++)
+    if (children[i].used && children[i].owner == getpid () && children[i].pid == pid)
+      children[i].used = 0;
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  return status;
+}
+
+int
+shimwatch_test_child_kill (GPid pid)
+{
+  g_assert_no_errno (kill (pid, SIGKILL));
+  return shimwatch_test_child_wait (pid);
 }

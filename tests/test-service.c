@@ -33,6 +33,7 @@
 #include "shimwatch-ttrpc.h"
 #include "shimwatch-test-dir.h"
 #include "shimwatch-test-seccomp.h"
+#include "shimwatch-test-util.h"
 
 #include "shimwatch-test-malloc.h"
 
@@ -548,28 +549,41 @@ test_remove_task_dir (void)
   shimwatch_test_dir_remove (root);
 }
 
+/* a `sleep` in @dir, killed by its PID whatever ends the test: a failed assertion's abort
+ * (shimwatch_test_child_add()) as well as its end. Not on the test's output: one that
+ * outlived it would hold the pipe of meson (or GLib's, in a g_test_trap_subprocess()
+ * child) open. */
+static GPid
+spawn_sleep (const char *dir)
+{
+  const char *argv[] = { "sleep", "1000", NULL };
+  GPid pid = 0;
+
+  g_assert_true (g_spawn_async (dir, (char **) argv, NULL,
+                                G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                                NULL, &pid, NULL));
+  shimwatch_test_child_add (pid);
+  return pid;
+}
+
 static void
 test_kill_processes_in (void)
 {
   g_autofree char *dir = shimwatch_test_dir_new (NULL, "swkill-XXXXXX", NULL);
   g_autofree char *elsewhere = shimwatch_test_dir_new (NULL, "swkeep-XXXXXX", NULL);
-  const char *argv[] = { "sleep", "1000", NULL };
-  GPid inside = 0;
-  GPid outside = 0;
+  siginfo_t info = { 0 };
+  GPid inside = spawn_sleep (dir);
+  GPid outside = spawn_sleep (elsewhere);
   int status;
 
-  g_assert_true (g_spawn_async (dir, (char **) argv, NULL,
-                                G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                                &inside, NULL));
-  g_assert_true (g_spawn_async (elsewhere, (char **) argv, NULL,
-                                G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                                &outside, NULL));
   g_assert_cmpuint (shimwatch_cleanup_kill_processes_in (dir), ==, 1);
-  g_assert_cmpint (waitpid (inside, &status, 0), ==, inside);
+  status = shimwatch_test_child_wait (inside);
   g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
-  g_assert_cmpint (waitpid (outside, &status, WNOHANG), ==, 0);
-  kill (outside, SIGKILL);
-  waitpid (outside, &status, 0);
+  /* still running (looked at without reaping it) */
+  g_assert_no_errno (waitid (P_PID, (id_t) outside, &info, WEXITED | WNOHANG | WNOWAIT));
+  g_assert_cmpint (info.si_pid, ==, 0);
+  shimwatch_test_child_kill (outside);
   shimwatch_test_dir_remove (dir);
   shimwatch_test_dir_remove (elsewhere);
 }
@@ -1931,8 +1945,9 @@ test_publisher_types_kept (void)
 
 /* A test that ends before its teardown (a failed assertion's abort, a fatal log message's
  * G_BREAKPOINT, a timeout's SIGTERM) leaves no directory of shimwatch_test_dir_new()
- * behind, nor what it held: a child makes one, in a directory of the parent's, as a
- * ledger fixture does, fills it, and dies */
+ * behind, nor what it held, nor a process of shimwatch_test_child_add(): a child makes
+ * one, in a directory of the parent's, as a ledger fixture does, fills it, starts a
+ * `sleep` (its PID in the parent's directory), and dies */
 static void
 test_dir_gone_after_fatal_signal (gconstpointer data)
 {
@@ -1947,8 +1962,15 @@ test_dir_gone_after_fatal_signal (gconstpointer data)
       g_autofree char *file = NULL;
       g_autofree char *fifo = NULL;
       g_autofree char *link = NULL;
+      g_autofree char *pid_file = g_build_filename (g_getenv ("SHIMWATCH_TEST_DIR_PARENT"),
+                                                    "pid", NULL);
+      g_autofree char *pid_text = NULL;
+      GPid sleeper;
 
       g_assert_nonnull (made);
+      sleeper = spawn_sleep (made);
+      pid_text = g_strdup_printf ("%d", sleeper);
+      g_assert_true (g_file_set_contents (pid_file, pid_text, -1, NULL));
       deep = g_build_filename (made, "ns", "t1", "rootfs", NULL);
       file = g_build_filename (deep, "f", NULL);
       fifo = g_build_filename (made, "ns", "fifo", NULL);
@@ -1972,6 +1994,28 @@ test_dir_gone_after_fatal_signal (gconstpointer data)
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_unsetenv ("SHIMWATCH_TEST_DIR_PARENT");
   g_test_trap_assert_failed ();
+  /* its sleep was killed (by the time its parent was gone: then a zombie of init's, or
+   * reaped) */
+  {
+    g_autofree char *pid_file = g_build_filename (parent, "pid", NULL);
+    g_autofree char *pid_text = NULL;
+    gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+    guint32 sleeper;
+    gboolean dead;
+
+    g_assert_true (g_file_get_contents (pid_file, &pid_text, NULL, NULL));
+    sleeper = (guint32) g_ascii_strtoull (pid_text, NULL, 10);
+    g_assert_cmpuint (sleeper, >, 0);
+    /* SIGKILL sent is not yet SIGKILL taken */
+    while (!(dead = shimwatch_test_process_is_dead (sleeper)) &&
+           g_get_monotonic_time () < deadline)
+      g_usleep (10000);
+    /* a handler that missed it: it goes, by its PID, before the test fails */
+    if (!dead)
+      kill ((pid_t) sleeper, SIGKILL);
+    g_assert_true (dead);
+    g_assert_no_errno (g_unlink (pid_file));
+  }
   /* the child's directory is gone: the parent's is empty */
   g_assert_no_errno (g_rmdir (parent));
   shimwatch_test_dir_remove (parent);
