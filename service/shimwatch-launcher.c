@@ -188,12 +188,17 @@ shim_environment (ShimwatchLauncher *self,
  * SIGKILL at the deadline. Both are started with posix_spawn, never with a fork of the
  * service (see shimwatch-spawn.h): `start` on every CreateTask, `delete` for every dead
  * shim, hundreds at once when a node loses its shims. */
+typedef void (*SpawnedFunc) (GTask                *task,
+                             ShimwatchSpawnResult *outcome,
+                             GError               *error);
+
 typedef struct {
   char       *namespace_;
   char       *id;
   char       *task_dir;
   char       *shim_binary;
   const char *action;
+  SpawnedFunc spawned;      /* the run's end: the task (a reference), its outcome */
   GBytes     *stdout_bytes;
   GBytes     *stderr_bytes;
 } RunData;
@@ -293,8 +298,22 @@ stdin_fd_for (GBytes  *bytes,
   return fd;
 }
 
+/* the run's end, to the action's own */
+static void
+spawned_cb (ShimwatchSpawnResult *outcome,
+            GError               *error,
+            gpointer              user_data)
+{
+  GTask *task = user_data;
+  RunData *data = g_task_get_task_data (task);
+
+  data->spawned (task, outcome, error);
+}
+
 /* `<shim> -namespace … -id … [-bundle …] <action>` in the task directory, with the
- * runtime-v2 environment; @spawned_cb gets the returned task once the process exited */
+ * runtime-v2 environment; @spawned gets the returned task (a reference) once the process
+ * exited. The spawn hands the end to a plain callback: the task is the action's only
+ * GTask (shimwatch_spawn_async() made one more per run). */
 static GTask *
 run_shim_action (ShimwatchLauncher  *self,
                  gpointer            source_tag,
@@ -305,7 +324,7 @@ run_shim_action (ShimwatchLauncher  *self,
                  const char         *action,
                  GBytes             *stdin_bytes,
                  guint               timeout_ms,
-                 GAsyncReadyCallback spawned_cb,
+                 SpawnedFunc         spawned,
                  GAsyncReadyCallback callback,
                  gpointer            user_data)
 {
@@ -323,6 +342,7 @@ run_shim_action (ShimwatchLauncher  *self,
   data->task_dir = g_strdup (task_dir);
   data->shim_binary = g_strdup (shim_binary);
   data->action = action;
+  data->spawned = spawned;
 
   argv[n++] = shim_binary;
   argv[n++] = "-namespace";
@@ -352,8 +372,8 @@ run_shim_action (ShimwatchLauncher  *self,
         }
     }
   /* the child (or the spawner) has its own stdin once this returns: ours can go */
-  shimwatch_spawn_async (argv, shim_environment (self, namespace_), task_dir, stdin_fd,
-                         timeout_ms, spawned_cb, g_object_ref (task));
+  shimwatch_spawn_run (argv, shim_environment (self, namespace_), task_dir, stdin_fd,
+                       timeout_ms, spawned_cb, g_object_ref (task));
   if (stdin_fd >= 0)
     close (stdin_fd);
   return task;
@@ -362,14 +382,14 @@ run_shim_action (ShimwatchLauncher  *self,
 /* after the run: its output kept and its stderr logged; FALSE, with @task returned, unless
  * it exited 0 */
 static gboolean
-finish_run (GTask        *task,
-            GAsyncResult *result)
+finish_run (GTask                *task,
+            ShimwatchSpawnResult *result,
+            GError               *spawn_error)
 {
   RunData *data = g_task_get_task_data (task);
-  g_autoptr(ShimwatchSpawnResult) outcome = NULL;
-  g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchSpawnResult) outcome = result;
+  g_autoptr(GError) error = spawn_error;
 
-  outcome = shimwatch_spawn_finish (result, &error);
   if (outcome == NULL)
     {
       g_task_return_new_error (task, SHIMWATCH_ERROR, SHIMWATCH_ERROR_SHIM_FAILED,
@@ -453,17 +473,17 @@ start_socket_cb (GObject      *source,
 }
 
 static void
-start_spawned_cb (GObject      *source,
-                  GAsyncResult *result,
-                  gpointer      user_data)
+start_spawned (GTask                *run_task,
+               ShimwatchSpawnResult *outcome,
+               GError               *spawn_error)
 {
-  g_autoptr(GTask) task = user_data;
+  g_autoptr(GTask) task = run_task;
   StartState *state = g_object_get_data (G_OBJECT (task), "start-state");
   RunData *data = g_task_get_task_data (task);
   g_autoptr(ShimwatchBootstrap) bootstrap = NULL;
   g_autoptr(GError) error = NULL;
 
-  if (!finish_run (task, result))
+  if (!finish_run (task, outcome, spawn_error))
     return;
   bootstrap = shimwatch_wire_parse_start_output (data->stdout_bytes, &error);
   if (bootstrap == NULL)
@@ -517,7 +537,7 @@ shimwatch_launcher_start_async (ShimwatchLauncher   *self,
   options = shimwatch_wire_encode_runc_options (self->runc_root, self->systemd_cgroup);
   task = run_shim_action (self, shimwatch_launcher_start_async, shim_binary, namespace_, id,
                           task_dir, "start", options, self->start_timeout_ms,
-                          start_spawned_cb, callback, user_data);
+                          start_spawned, callback, user_data);
   g_object_set_data_full (G_OBJECT (task), "start-state", state,
                           (GDestroyNotify) start_state_free);
 }
@@ -577,16 +597,16 @@ shimwatch_launcher_start_finish (ShimwatchLauncher  *self,
 /* -- delete ---------------------------------------------------------------------------- */
 
 static void
-delete_spawned_cb (GObject      *source,
-                   GAsyncResult *result,
-                   gpointer      user_data)
+delete_spawned (GTask                *run_task,
+                ShimwatchSpawnResult *outcome,
+                GError               *spawn_error)
 {
-  g_autoptr(GTask) task = user_data;
+  g_autoptr(GTask) task = run_task;
   RunData *data = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
   ShimwatchExit *exit_info;
 
-  if (!finish_run (task, result))
+  if (!finish_run (task, outcome, spawn_error))
     return;
   exit_info = g_new0 (ShimwatchExit, 1);
   if (!shimwatch_wire_decode_delete_response (data->stdout_bytes, exit_info, &error))
@@ -616,7 +636,7 @@ shimwatch_launcher_delete_async (ShimwatchLauncher   *self,
 
   /* the run holds the task until it returned */
   task = run_shim_action (self, shimwatch_launcher_delete_async, shim_binary, namespace_, id,
-                          task_dir, "delete", NULL, timeout_ms, delete_spawned_cb, callback,
+                          task_dir, "delete", NULL, timeout_ms, delete_spawned, callback,
                           user_data);
   g_object_unref (task);
 }

@@ -42,7 +42,7 @@ static struct {
   gboolean              lost;
   GMainContext         *context;
   ShimwatchPollerWatch *watch;   /* its socket, in the poller of that context */
-  GHashTable           *runs;    /* &Run.id → the run's GTask (a reference) */
+  GHashTable           *runs;    /* &Run.id → the Run (owned) */
   guint64               last_id;
   /* one timer for every run's deadline and kill grace: the soonest of them, or sooner */
   GSource              *timer;
@@ -446,10 +446,18 @@ spawner_lost (const char *why)
                     "shim start and shim delete itself from now on", (int) pid, why, how);
 }
 
-/* A run of the spawner's, from its request to its DONE: the task's data. */
+/* A run of the spawner's, from its request to its DONE. No GTask: its end is handed
+ * straight to its callback (a GTask per run, beside the one of the launcher's that asks
+ * for it, was a GObject made, notified and finalized on the main thread at every `shim
+ * delete`). */
 typedef struct {
-  guint64     id;           /* the key in spawner.runs */
-  char       *program;      /* argv[0], for the errors */
+  guint64                id; /* the key in spawner.runs */
+  char                  *program; /* argv[0], for the errors */
+  ShimwatchSpawnDoneFunc done;
+  gpointer               user_data;
+  GMainContext          *context; /* the thread-default one of its caller: where it ends */
+  ShimwatchSpawnResult  *result;  /* its end, when it is handed over in an idle */
+  GError                *error;
   /* g_get_monotonic_time()s, 0 when there is none: the deadline (0 once passed), then
    * the time by which the spawner must have told the end after the deadline's kill */
   gint64      deadline_at;
@@ -462,10 +470,52 @@ static void
 run_free (Run *run)
 {
   g_free (run->program);
+  g_main_context_unref (run->context);
+  shimwatch_spawn_result_free (run->result);
+  g_clear_error (&run->error);
   for (guint i = 0; i < 2; i++)
     if (run->output[i] != NULL)
       g_byte_array_unref (run->output[i]);
   g_free (run);
+}
+
+static gboolean
+run_end_cb (gpointer user_data)
+{
+  Run *run = user_data;
+
+  run->done (g_steal_pointer (&run->result), g_steal_pointer (&run->error), run->user_data);
+  return G_SOURCE_REMOVE;
+}
+
+/* The end of @run (taken out of spawner.runs), handed to its callback (@result and @error
+ * are the callback's): at once where the run ends on the context dispatching now,
+ * which is where a DONE is read; else, and for every error (a spawner lost or stopped
+ * outside any dispatch), in an idle of the run's context, never inside the caller's
+ * own call. */
+static void
+run_end (Run                  *run,
+         ShimwatchSpawnResult *result,
+         GError               *error,
+         gboolean              now)
+{
+  GSource *source;
+
+  if (now && g_main_context_is_owner (run->context) && g_main_current_source () != NULL &&
+      g_source_get_context (g_main_current_source ()) == run->context)
+    {
+      run->done (result, error, run->user_data);
+      run_free (run);
+      return;
+    }
+  run->result = result;
+  run->error = error;
+  source = g_idle_source_new ();
+  g_source_set_priority (source, G_PRIORITY_DEFAULT);
+  g_source_set_callback (source, run_end_cb, run, (GDestroyNotify) run_free);
+  g_source_set_static_name (source, "[shimwatch] spawned process ended");
+  g_source_attach (source, run->context);
+  g_source_unref (source);
 }
 
 static gboolean deadlines_cb (gpointer user_data);
@@ -494,29 +544,30 @@ timer_due_by (gint64 at)
 static void
 fail_runs (const char *how)
 {
-  g_autoptr(GPtrArray) tasks = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autoptr(GPtrArray) runs = g_ptr_array_new ();
   GHashTableIter iter;
-  gpointer task;
+  gpointer run;
 
   g_mutex_lock (&spawner.lock);
   clear_source (&spawner.timer);
   if (spawner.runs != NULL)
     {
       g_hash_table_iter_init (&iter, spawner.runs);
-      while (g_hash_table_iter_next (&iter, NULL, &task))
+      while (g_hash_table_iter_next (&iter, NULL, &run))
         {
-          g_ptr_array_add (tasks, task);
+          g_ptr_array_add (runs, run);
           g_hash_table_iter_steal (&iter);
         }
     }
   g_mutex_unlock (&spawner.lock);
-  for (guint i = 0; i < tasks->len; i++)
+  for (guint i = 0; i < runs->len; i++)
     {
-      GTask *run_task = g_ptr_array_index (tasks, i);
-      Run *run = g_task_get_task_data (run_task);
+      Run *failed = g_ptr_array_index (runs, i);
 
-      g_task_return_new_error (run_task, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
-                               "the process spawner %s while %s ran", how, run->program);
+      run_end (failed, NULL,
+               g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
+                            "the process spawner %s while %s ran", how, failed->program),
+               FALSE);
     }
 }
 
@@ -540,7 +591,7 @@ deadlines_cb (gpointer user_data)
   gint64 now;
   gint64 next = 0;
   GHashTableIter iter;
-  gpointer task;
+  gpointer value;
 
   /* what the spawner told and we were not woken for yet: a run that ended is not killed,
    * nor told it timed out */
@@ -549,9 +600,9 @@ deadlines_cb (gpointer user_data)
   now = g_get_monotonic_time ();
   g_mutex_lock (&spawner.lock);
   g_hash_table_iter_init (&iter, spawner.runs);
-  while (stuck == NULL && g_hash_table_iter_next (&iter, NULL, &task))
+  while (stuck == NULL && g_hash_table_iter_next (&iter, NULL, &value))
     {
-      Run *run = g_task_get_task_data (task);
+      Run *run = value;
 
       if (run->grace_at != 0 && run->grace_at <= now)
         stuck = g_strdup_printf ("did not report the end of %s %u s after its deadline's "
@@ -594,7 +645,6 @@ take_reply (const guint8 *bytes,
             gsize         length)
 {
   ShimwatchSpawnerReply header;
-  g_autoptr(GTask) task = NULL;
   ShimwatchSpawnResult *result;
   const guint8 *output[2];
   Run *run;
@@ -608,16 +658,14 @@ take_reply (const guint8 *bytes,
   output[0] = bytes + sizeof header;
   output[1] = output[0] + header.lengths[0];
 
+  /* (runs leave the table on this context alone: an OUTPUT's run stays while it is read) */
   g_mutex_lock (&spawner.lock);
-  task = g_hash_table_lookup (spawner.runs, &header.id);
-  if (task != NULL && header.kind == SHIMWATCH_SPAWNER_DONE)
-    g_hash_table_steal (spawner.runs, &header.id);   /* its reference is ours now */
-  else if (task != NULL)
-    g_object_ref (task);
+  run = g_hash_table_lookup (spawner.runs, &header.id);
+  if (run != NULL && header.kind == SHIMWATCH_SPAWNER_DONE)
+    g_hash_table_steal (spawner.runs, &header.id);   /* ours now */
   g_mutex_unlock (&spawner.lock);
-  if (task == NULL)
+  if (run == NULL)
     return FALSE;
-  run = g_task_get_task_data (task);
 
   for (guint i = 0; i < 2; i++)
     if (header.lengths[i] > 0 &&
@@ -626,7 +674,16 @@ take_reply (const guint8 *bytes,
         if (run->output[i] == NULL)
           run->output[i] = g_byte_array_new ();
         if (run->output[i]->len + header.lengths[i] > SHIMWATCH_SPAWN_OUTPUT_MAX)
-          return FALSE;
+          {
+            /* (an OUTPUT's run is failed with the others, as the spawner is given up on) */
+            if (header.kind == SHIMWATCH_SPAWNER_DONE)
+              run_end (run, NULL,
+                       g_error_new (G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED,
+                                    "the process spawner broke the protocol while %s ran",
+                                    run->program),
+                       FALSE);
+            return FALSE;
+          }
         g_byte_array_append (run->output[i], output[i], header.lengths[i]);
       }
   if (header.kind == SHIMWATCH_SPAWNER_OUTPUT)
@@ -634,8 +691,10 @@ take_reply (const guint8 *bytes,
 
   if (header.error != 0)
     {
-      g_task_return_new_error (task, G_IO_ERROR, g_io_error_from_errno (header.error),
-                               "cannot run %s: %s", run->program, g_strerror (header.error));
+      run_end (run, NULL,
+               g_error_new (G_IO_ERROR, g_io_error_from_errno (header.error),
+                            "cannot run %s: %s", run->program, g_strerror (header.error)),
+               TRUE);
       return TRUE;
     }
   result = g_new0 (ShimwatchSpawnResult, 1);
@@ -647,7 +706,7 @@ take_reply (const guint8 *bytes,
   result->stderr_bytes = run->output[1] != NULL
                            ? g_byte_array_free_to_bytes (g_steal_pointer (&run->output[1]))
                            : g_bytes_new (output[1], header.lengths[1]);
-  g_task_return_pointer (task, result, (GDestroyNotify) shimwatch_spawn_result_free);
+  run_end (run, result, NULL, TRUE);
   return TRUE;
 }
 
@@ -745,7 +804,8 @@ shimwatch_spawn_start_spawner (GError **error)
   spawner.lost = FALSE;
   spawner.context = g_main_context_ref_thread_default ();
   if (spawner.runs == NULL)
-    spawner.runs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, g_object_unref);
+    spawner.runs = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL,
+                                          (GDestroyNotify) run_free);
   if (spawner.reply == NULL)
     spawner.reply = g_malloc (REPLY_BATCH * (gsize) SHIMWATCH_SPAWNER_REPLY_MAX);
   /* its replies, and a spawner that dies between commands, are heard of at once */
@@ -846,12 +906,13 @@ append_string (char       *bytes,
  * copy) if there is one; its end comes in the spawner's DONE. FALSE if there is no spawner
  * (or no more), or the request is too large for it: the caller spawns it itself. */
 static gboolean
-spawn_by_spawner (GTask              *task,
-                  const char * const *argv,
-                  const char * const *envp,
-                  const char         *cwd,
-                  int                 stdin_fd,
-                  guint               timeout_ms)
+spawn_by_spawner (const char * const    *argv,
+                  const char * const    *envp,
+                  const char            *cwd,
+                  int                    stdin_fd,
+                  guint                  timeout_ms,
+                  ShimwatchSpawnDoneFunc done,
+                  gpointer               user_data)
 {
   ShimwatchSpawnerRequest request = { .magic = SHIMWATCH_SPAWNER_MAGIC,
                                       .kind = SHIMWATCH_SPAWNER_RUN };
@@ -889,8 +950,10 @@ spawn_by_spawner (GTask              *task,
   run = g_new0 (Run, 1);
   run->id = request.id = ++spawner.last_id;
   run->program = g_strdup (argv[0]);
-  g_task_set_task_data (task, run, (GDestroyNotify) run_free);
-  g_hash_table_insert (spawner.runs, &run->id, g_object_ref (task));
+  run->done = done;
+  run->user_data = user_data;
+  run->context = g_main_context_ref_thread_default ();
+  g_hash_table_insert (spawner.runs, &run->id, run);
   g_mutex_unlock (&spawner.lock);
 
   /* a request of the usual size is built on the stack: a heap block this large is a
@@ -937,10 +1000,10 @@ spawn_by_spawner (GTask              *task,
     {
       int saved_errno = errno;
 
+      /* (frees it: nothing was told of it) */
       g_mutex_lock (&spawner.lock);
-      g_hash_table_remove (spawner.runs, &run->id);
+      g_hash_table_remove (spawner.runs, &request.id);
       g_mutex_unlock (&spawner.lock);
-      g_task_set_task_data (task, NULL, NULL);
       if (saved_errno != EMSGSIZE && saved_errno != ENOBUFS && saved_errno != ENOMEM)
         spawner_lost (saved_errno == EAGAIN ? "takes no request" : "does not take requests");
       return FALSE;
@@ -1150,6 +1213,62 @@ out:
     }
 }
 
+typedef struct {
+  ShimwatchSpawnDoneFunc done;
+  gpointer               user_data;
+} DirectRun;
+
+/* the end of a run spawned by this process, to its callback */
+static void
+direct_done_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autofree DirectRun *run = user_data;
+  GError *error = NULL;
+  ShimwatchSpawnResult *outcome = g_task_propagate_pointer (G_TASK (result), &error);
+
+  run->done (outcome, error, run->user_data);
+}
+
+void
+shimwatch_spawn_run (const char * const    *argv,
+                     const char * const    *envp,
+                     const char            *cwd,
+                     int                    stdin_fd,
+                     guint                  timeout_ms,
+                     ShimwatchSpawnDoneFunc done,
+                     gpointer               user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  DirectRun *run;
+
+  g_return_if_fail (done != NULL);
+
+  if (spawn_by_spawner (argv, envp, cwd, stdin_fd, timeout_ms, done, user_data))
+    return;
+  /* without a spawner: a GTask carries the run's watches and sources */
+  run = g_new (DirectRun, 1);
+  run->done = done;
+  run->user_data = user_data;
+  task = g_task_new (NULL, NULL, direct_done_cb, run);
+  g_task_set_source_tag (task, shimwatch_spawn_run);
+  spawn_directly (task, argv, envp, cwd, stdin_fd, timeout_ms);
+}
+
+static void
+async_done (ShimwatchSpawnResult *result,
+            GError               *error,
+            gpointer              user_data)
+{
+  g_autoptr(GTask) task = user_data;
+
+  if (error != NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, result, (GDestroyNotify) shimwatch_spawn_result_free);
+}
+
 void
 shimwatch_spawn_async (const char * const *argv,
                        const char * const *envp,
@@ -1159,11 +1278,10 @@ shimwatch_spawn_async (const char * const *argv,
                        GAsyncReadyCallback callback,
                        gpointer            user_data)
 {
-  g_autoptr(GTask) task = g_task_new (NULL, NULL, callback, user_data);
+  GTask *task = g_task_new (NULL, NULL, callback, user_data);
 
   g_task_set_source_tag (task, shimwatch_spawn_async);
-  if (!spawn_by_spawner (task, argv, envp, cwd, stdin_fd, timeout_ms))
-    spawn_directly (task, argv, envp, cwd, stdin_fd, timeout_ms);
+  shimwatch_spawn_run (argv, envp, cwd, stdin_fd, timeout_ms, async_done, task);
 }
 
 ShimwatchSpawnResult *

@@ -37,18 +37,34 @@ typedef struct {
 void shimwatch_spawn_result_free (ShimwatchSpawnResult *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchSpawnResult, shimwatch_spawn_result_free)
 
+/* The end of a run: @result, or @error (each the callback's to free). */
+typedef void (*ShimwatchSpawnDoneFunc) (ShimwatchSpawnResult *result,
+                                        GError               *error,
+                                        gpointer              user_data);
+
 /* @argv[0] is an absolute path; @envp the whole environment; @cwd the child's working
- * directory; @stdin_fd (borrowed, may be -1 for /dev/null) its stdin. Completes on the
- * thread-default main context once the process exited and its pipes are read. */
-void                  shimwatch_spawn_async  (const char * const  *argv,
-                                              const char * const  *envp,
-                                              const char          *cwd,
-                                              int                  stdin_fd,
-                                              guint                timeout_ms,
-                                              GAsyncReadyCallback  callback,
-                                              gpointer             user_data);
-ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult        *result,
-                                              GError             **error);
+ * directory; @stdin_fd (borrowed, may be -1 for /dev/null) its stdin. @done is called
+ * once, on the thread-default main context of the caller (never inside this call), once
+ * the process exited and its pipes are read. Through the spawner a run makes no GTask. */
+void shimwatch_spawn_run (const char * const    *argv,
+                          const char * const    *envp,
+                          const char            *cwd,
+                          int                    stdin_fd,
+                          guint                  timeout_ms,
+                          ShimwatchSpawnDoneFunc done,
+                          gpointer               user_data);
+
+/* shimwatch_spawn_run() as a GAsyncResult: completes on the thread-default main context
+ * once the process exited and its pipes are read. */
+void                  shimwatch_spawn_async (const char * const *argv,
+                                             const char * const *envp,
+                                             const char         *cwd,
+                                             int                 stdin_fd,
+                                             guint               timeout_ms,
+                                             GAsyncReadyCallback callback,
+                                             gpointer            user_data);
+ShimwatchSpawnResult *shimwatch_spawn_finish (GAsyncResult *result,
+                                              GError      **error);
 
 /* Starts the spawner (shimwatch-spawner.h) that runs every command from then on. Call it
  * early, while the process holds few descriptors: shimwatchd does before it opens anything

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -40,6 +41,29 @@ g_get_environ (void)
     real = (GetEnvironFunc) dlsym (RTLD_NEXT, "g_get_environ");
   n_get_environ++;
   return real ();
+}
+
+/* g_task_new() calls: the launcher's and the spawn's, from the service's code linked into
+ * this executable (GIO's own are not counted) */
+static guint n_task_new;
+
+typedef GTask *(*TaskNewFunc) (gpointer            source_object,
+                               GCancellable       *cancellable,
+                               GAsyncReadyCallback callback,
+                               gpointer            callback_data);
+
+GTask *
+g_task_new (gpointer            source_object,
+            GCancellable       *cancellable,
+            GAsyncReadyCallback callback,
+            gpointer            callback_data)
+{
+  static TaskNewFunc real;
+
+  if (real == NULL)
+    real = (TaskNewFunc) dlsym (RTLD_NEXT, "g_task_new");
+  n_task_new++;
+  return real (source_object, cancellable, callback, callback_data);
 }
 
 typedef struct {
@@ -383,9 +407,31 @@ test_delete_hangs (Fixture       *fx,
   g_assert_cmpint (elapsed_ms, <, 2000);
 }
 
+/* A `shim delete` through the launcher and the spawner makes one GTask, the launcher's
+ * own: the spawn hands the run's end to a plain callback. (It made two per death, each a
+ * GObject made, notified and finalized on the main thread.) */
 static void
-test_bad_runtime_names (Fixture       *fx,
-                        gconstpointer  data)
+test_delete_one_task (Fixture      *fx,
+                      gconstpointer data)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchExit exit_info = { 0 };
+
+  prepare (fx, "normal");
+  g_assert_cmpint (shimwatch_spawn_get_spawner_pid (), >, 0);
+  n_task_new = 0;
+  shimwatch_launcher_delete_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir, 10000,
+                                   shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 15000);
+  g_assert_true (shimwatch_launcher_delete_finish (fx->launcher, result, &exit_info, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_task_new, ==, 1);
+}
+
+static void
+test_bad_runtime_names (Fixture      *fx,
+                        gconstpointer data)
 {
   const char *bad[] = { "/usr/bin/containerd-shim-runc-v2", "../../bin/sh", "io.containerd.nope.v9",
                         "", "runc", "io..x.v1", "io.containerd.runc.v2/" };
@@ -454,6 +500,7 @@ main (int    argc,
   ADD ("/shim-faults/start-prints-garbage", test_start_prints_garbage);
   ADD ("/shim-faults/start-hangs", test_start_hangs);
   ADD ("/shim-faults/delete-hangs", test_delete_hangs);
+  ADD ("/shim-faults/delete-one-task", test_delete_one_task);
   ADD ("/shim-faults/bad-runtime-names", test_bad_runtime_names);
   ADD ("/shim-faults/bad-bundles", test_bad_bundles);
 #undef ADD
