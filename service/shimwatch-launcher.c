@@ -219,16 +219,21 @@ static void
 log_stderr (RunData *data)
 {
   g_autofree char *text = NULL;
+  GLogLevelFlags level;
   gsize length;
   const char *raw;
 
   if (data->stderr_bytes == NULL || g_bytes_get_size (data->stderr_bytes) == 0)
     return;
   raw = g_bytes_get_data (data->stderr_bytes, &length);
+  /* a shim's "starting signal loop" at every delete is no news for the journal: where
+   * info lines are not asked for, it is looked at where it lies, and not copied */
+  level = shimwatch_log_level_of_output_len (raw, length);
+  if (shimwatch_log_would_drop (level, G_LOG_DOMAIN))
+    return;
   text = g_utf8_make_valid (raw, (gssize) length);
   g_strchomp (text);
-  /* a shim's "starting signal loop" at every delete is no news for the journal */
-  shimwatch_log_task (shimwatch_log_level_of_output (text),
+  shimwatch_log_task (level,
                       (&(ShimwatchLogTask) { .namespace_ = data->namespace_, .id = data->id,
                                              .bare = TRUE }),
                       "shim %s for %s/%s wrote: %s", data->action, data->namespace_, data->id,

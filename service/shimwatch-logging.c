@@ -40,44 +40,65 @@ shimwatch_log_message_id (const char *event)
   return SHIMWATCH_MESSAGE_ID_RECORD;   /* every event is in the table; never crash */
 }
 
-/* the value of a logrus text line's level field, or NULL */
-static const char *
-logrus_level (const char *line)
+/* the level of one logrus line of @length bytes (no newline) at @line: TRUE if it is one
+ * of the shim's own chatter levels (info, debug, trace) */
+static gboolean
+is_chatter (const char *line,
+            gsize       length)
 {
-  const char *field;
+  static const char * const chatter[] = { "info", "debug", "trace" };
+  const char *level;
+  gsize left;
 
-  if (g_str_has_prefix (line, "level="))
-    return line + strlen ("level=");
-  field = strstr (line, " level=");
-  return field != NULL ? field + strlen (" level=") : NULL;
+  if (length >= strlen ("level=") && memcmp (line, "level=", strlen ("level=")) == 0)
+    level = line + strlen ("level=");
+  else if ((level = memmem (line, length, " level=", strlen (" level="))) != NULL)
+    level += strlen (" level=");
+  else
+    return FALSE;
+  left = length - (gsize) (level - line);
+  for (guint j = 0; j < G_N_ELEMENTS (chatter); j++)
+    {
+      gsize n = strlen (chatter[j]);
+
+      if (left >= n && memcmp (level, chatter[j], n) == 0 && (left == n || level[n] == ' '))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+GLogLevelFlags
+shimwatch_log_level_of_output_len (const char *text,
+                                   gsize       length)
+{
+  const char *end = text + length;
+  gboolean any = FALSE;
+
+  /* (trailing blanks are no part of the last line, as the logged text is chomped) */
+  while (end > text && g_ascii_isspace (end[-1]))
+    end--;
+  /* each line where it is, not a copy of each: the runc shim's "starting signal loop" at
+   * every `shim delete` was classified through g_strsplit() */
+  for (const char *line = text; line < end;)
+    {
+      const char *newline = memchr (line, '\n', (gsize) (end - line));
+      const char *line_end = newline != NULL ? newline : end;
+
+      if (line_end > line)
+        {
+          if (!is_chatter (line, (gsize) (line_end - line)))
+            return G_LOG_LEVEL_MESSAGE;
+          any = TRUE;
+        }
+      line = line_end + 1;
+    }
+  return any ? G_LOG_LEVEL_INFO : G_LOG_LEVEL_MESSAGE;
 }
 
 GLogLevelFlags
 shimwatch_log_level_of_output (const char *text)
 {
-  static const char * const chatter[] = { "info", "debug", "trace" };
-  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
-  gboolean any = FALSE;
-
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      const char *level = logrus_level (lines[i]);
-      gboolean quiet = FALSE;
-
-      if (lines[i][0] == '\0')
-        continue;
-      for (guint j = 0; level != NULL && j < G_N_ELEMENTS (chatter); j++)
-        {
-          gsize n = strlen (chatter[j]);
-
-          if (strncmp (level, chatter[j], n) == 0 && (level[n] == ' ' || level[n] == '\0'))
-            quiet = TRUE;
-        }
-      if (!quiet)
-        return G_LOG_LEVEL_MESSAGE;
-      any = TRUE;
-    }
-  return any ? G_LOG_LEVEL_INFO : G_LOG_LEVEL_MESSAGE;
+  return shimwatch_log_level_of_output_len (text, strlen (text));
 }
 
 static gint messages_debug = 0;     /* 0: not read yet, 1: G_MESSAGES_DEBUG unset, 2: set */

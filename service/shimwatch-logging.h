@@ -32,7 +32,11 @@ const char *shimwatch_log_message_id (const char *event);
 /* the level for what a shim or runtime wrote to stderr: INFO when every line is a logrus
  * line of level info, debug or trace (containerd-shim-runc-v2's `delete` says "starting
  * signal loop" each time), MESSAGE for anything else */
-GLogLevelFlags shimwatch_log_level_of_output (const char *text);
+GLogLevelFlags shimwatch_log_level_of_output     (const char *text);
+/* the same of @length bytes, not NUL-terminated (what a shim wrote, as it was read); no
+ * allocation */
+GLogLevelFlags shimwatch_log_level_of_output_len (const char *text,
+                                                  gsize       length);
 
 /* g_log_writer_default_would_drop(), without a getenv(3) per info or debug line: GLib
  * reads G_MESSAGES_DEBUG at each call, a walk of the environment; it is read once here
