@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
 
@@ -334,31 +333,22 @@ shimwatch_marks_apply (ShimwatchRecord     *record,
   record->exit = newest->exit;
 }
 
-/* -- the mapped file ------------------------------------------------------------------------ */
+/* -- the file ----------------------------------------------------------------------------- */
 
+/* Written with pwrite(), not through a mapping. A mapping cost more than its stores saved:
+ * its first store was a page fault, and its munmap at the task's end a TLB shootdown on
+ * every CPU the service's threads ran on (on the bench's VM 38 of 671 samples of the main
+ * thread in the mass deaths, more than any other system call of a death). A pwrite of a
+ * slot copies it into the page cache at once, where a SIGKILL right after leaves it for
+ * the next start as it left a store; the kernel looks for a fatal signal only between
+ * pages, and the whole file is in one, so a slot is never written in part. */
 struct _ShimwatchMarksFile
 {
-  gatomicrefcount  ref_count;
-  char            *path;
-  guint8          *map;
-  guint64          last_seq;
+  gatomicrefcount ref_count;
+  char           *path;
+  int             fd;
+  guint64         last_seq;
 };
-
-/* The first store into a mapped page is a page fault: the kernel maps the page (writable)
- * and, without page_mkwrite (tmpfs, where the records live), updates the file's times.
- * Left to the first mark, that fault fell between a shim's EOF and its ShimDisconnected:
- * 35 to 110 µs of the main thread on the bench's VM, the most of anything before the
- * emission. A store of the byte that is there takes it now, at the task's creation (or its
- * adoption after a restart). The content does not change, so nothing a SIGKILL could cut
- * short. The page stays mapped writable on tmpfs; on a disk file system a writeback (the
- * group commit's msync) cleans it again, and the next mark faults as before. */
-static void
-prefault (guint8 *map)
-{
-  volatile guint8 *first = map;
-
-  *first = *first;
-}
 
 ShimwatchMarksFile *
 shimwatch_marks_file_open (const char           *path,
@@ -373,7 +363,6 @@ shimwatch_marks_file_open (const char           *path,
   gboolean fresh = TRUE;
   struct stat st;
   guint64 last_seq = 0;
-  void *map;
   int saved_errno;
   int fd;
 
@@ -414,23 +403,24 @@ shimwatch_marks_file_open (const char           *path,
     }
   for (guint i = 0; i < SHIMWATCH_MARKS_N_SLOTS; i++)
     last_seq = MAX (last_seq, marks[i].seq);
-  map = mmap (NULL, SHIMWATCH_MARKS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED)
-    goto fail_fd;
-  if (fresh && queue != NULL)
-    shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, fd, dir, NULL, NULL));
-  else
-    {
-      if (fresh && fdatasync (fd) != 0)
-        g_warning ("fdatasync %s: %s", path, g_strerror (errno));
-      close (fd);
-    }
   file = g_new0 (ShimwatchMarksFile, 1);
   g_atomic_ref_count_init (&file->ref_count);
   file->path = g_strdup (path);
-  file->map = map;
+  file->fd = fd;
   file->last_seq = last_seq;
-  prefault (map);
+  if (fresh && queue != NULL)
+    {
+      /* the queue syncs (and closes) a copy of the descriptor with the turn's batch; the
+       * service keeps its own. On a tmpfs there is nothing to sync */
+      int copy = shimwatch_commit_queue_is_volatile (queue) ? -1
+                 : fcntl (fd, F_DUPFD_CLOEXEC, 0);
+
+      if (copy < 0 && !shimwatch_commit_queue_is_volatile (queue) && fdatasync (fd) != 0)
+        g_warning ("fdatasync %s: %s", path, g_strerror (errno));
+      shimwatch_commit_ticket_unref (shimwatch_commit_queue_add (queue, copy, dir, NULL, NULL));
+    }
+  else if (fresh && fdatasync (fd) != 0)
+    g_warning ("fdatasync %s: %s", path, g_strerror (errno));
   return file;
 
 fail_fd:
@@ -439,7 +429,7 @@ fail_fd:
   errno = saved_errno;
 fail:
   saved_errno = errno;
-  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot map %s: %s",
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot open %s: %s",
                path, g_strerror (saved_errno));
   return NULL;
 }
@@ -456,7 +446,7 @@ shimwatch_marks_file_unref (ShimwatchMarksFile *file)
 {
   if (file == NULL || !g_atomic_ref_count_dec (&file->ref_count))
     return;
-  munmap (file->map, SHIMWATCH_MARKS_SIZE);
+  close (file->fd);
   g_free (file->path);
   g_free (file);
 }
@@ -475,40 +465,62 @@ shimwatch_marks_file_last_seq (ShimwatchMarksFile *file)
   return file->last_seq;
 }
 
-void
-shimwatch_marks_file_write (ShimwatchMarksFile  *file,
-                            guint                slot,
-                            const ShimwatchMark *mark)
+static gboolean
+write_at (ShimwatchMarksFile *file,
+          const guint8       *bytes,
+          gsize               size,
+          goffset             offset,
+          GError            **error)
 {
-  guint8 *to = file->map + HEADER_SIZE + slot * SLOT_SIZE;
-  guint8 bytes[SLOT_SIZE];
+  gssize written = pwrite (file->fd, bytes, size, offset);
 
-  g_return_if_fail (slot < SHIMWATCH_MARKS_N_SLOTS);
-
-  encode_slot (mark, bytes);
-  /* a SIGKILL in the middle leaves an empty slot, never a torn one */
-  __atomic_store_n (&to[S_STATE], SHIMWATCH_MARK_EMPTY, __ATOMIC_RELEASE);
-  memcpy (to + 1, bytes + 1, SLOT_SIZE - 1);
-  __atomic_store_n (&to[S_STATE], bytes[S_STATE], __ATOMIC_RELEASE);
+  if (written == (gssize) size)
+    return TRUE;
+  /* a short write of a few bytes inside the file's one page: only an error */
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (written < 0 ? errno : EIO),
+               "cannot write %s: %s", file->path,
+               g_strerror (written < 0 ? errno : EIO));
+  return FALSE;
 }
 
-volatile guint8 *
-shimwatch_marks_file_state (ShimwatchMarksFile *file,
-                            guint               slot)
+gboolean
+shimwatch_marks_file_write (ShimwatchMarksFile  *file,
+                            guint                slot,
+                            const ShimwatchMark *mark,
+                            GError             **error)
 {
-  g_return_val_if_fail (slot < SHIMWATCH_MARKS_N_SLOTS, NULL);
-  return file->map + HEADER_SIZE + slot * SLOT_SIZE + S_STATE;
+  guint8 bytes[SLOT_SIZE];
+
+  g_return_val_if_fail (slot < SHIMWATCH_MARKS_N_SLOTS, FALSE);
+
+  encode_slot (mark, bytes);
+  /* one copy into the page cache: a SIGKILL leaves the slot as it was, or all of it */
+  return write_at (file, bytes, sizeof bytes, HEADER_SIZE + slot * SLOT_SIZE, error);
+}
+
+gboolean
+shimwatch_marks_file_set_state (ShimwatchMarksFile *file,
+                                guint               slot,
+                                ShimwatchMarkState  state,
+                                GError            **error)
+{
+  guint8 byte = state;
+
+  g_return_val_if_fail (slot < SHIMWATCH_MARKS_N_SLOTS, FALSE);
+
+  /* the state byte is outside the checksum: the rest of the slot stays as it is */
+  return write_at (file, &byte, 1, HEADER_SIZE + slot * SLOT_SIZE + S_STATE, error);
 }
 
 gboolean
 shimwatch_marks_file_sync (ShimwatchMarksFile  *file,
                            GError             **error)
 {
-  if (msync (file->map, SHIMWATCH_MARKS_SIZE, MS_SYNC) != 0)
+  if (fdatasync (file->fd) != 0)
     {
       int saved_errno = errno;
 
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "msync %s: %s",
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "fdatasync %s: %s",
                    file->path, g_strerror (saved_errno));
       return FALSE;
     }

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Signal marks: <records>/<namespace>/<id>.marks, one small binary file per task beside
- * its JSON record, mapped for as long as the service knows the task. It holds one slot
+ * its JSON record, open for as long as the service knows the task. It holds one slot
  * per lifecycle signal (in the order of the {signal → record flag} table of
  * shimwatch-shim-state.c), each saying whether the signal is pending (about to go out)
  * or sent, and what of the record changed with it (status, exit, exit reason), so that
- * marking a signal costs a few stores into a mapped page instead of a rewrite of the
+ * marking a signal costs one pwrite() of its slot instead of a rewrite of the
  * task's record. The JSON record is written when the task's description changes; it
  * names the last mark it already includes ("marks_seq"), and a restart lays every later
  * mark over it (shimwatch_marks_apply()).
@@ -22,8 +22,8 @@
  *       8  u64 seq: the order of marks and records, > 0
  *       16 u32 exit pid, 20 u32 exit status, 24 i64 exited at (µs)
  *       32 char[16] status, 48 char[48] exit reason: UTF-8, NUL-padded, "" = the record's
- * A slot is written with its state byte 0 first and set last, so a write cut short by a
- * SIGKILL reads as an empty slot. A slot that is not empty and does not check is broken:
+ * A slot is written with one pwrite() (the file is in one page: a SIGKILL cannot cut it
+ * short), its state byte later set alone (it is outside the checksum). A slot that is not empty and does not check is broken:
  * it is ignored with a warning (the record alone decides for that signal).
  */
 #pragma once
@@ -81,8 +81,8 @@ gboolean  shimwatch_mark_from_record (ShimwatchMark         *mark,
 void      shimwatch_marks_apply  (ShimwatchRecord      *record,
                                   const ShimwatchMark   marks[SHIMWATCH_MARKS_N_SLOTS]);
 
-/* A task's marks file, mapped (MAP_SHARED). Main thread, but for the reference count,
- * the state bytes and sync(). */
+/* A task's marks file, kept open (not mapped: see shimwatch-marks.c). Main thread, but
+ * for the reference count, set_state() and sync(). */
 typedef struct _ShimwatchMarksFile ShimwatchMarksFile;
 
 /* opens the file (its valid marks kept) or creates it; a new or reset file is handed to
@@ -97,14 +97,17 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchMarksFile, shimwatch_marks_file_unref)
 guint64             shimwatch_marks_file_next_seq  (ShimwatchMarksFile *file);
 /* the greatest seq handed out or found */
 guint64             shimwatch_marks_file_last_seq  (ShimwatchMarksFile *file);
-/* writes @mark into @slot, its state byte last */
-void                shimwatch_marks_file_write     (ShimwatchMarksFile  *file,
-                                                    guint                slot,
-                                                    const ShimwatchMark *mark);
-/* the state byte of @slot, for the single store that marks it sent */
-volatile guint8    *shimwatch_marks_file_state     (ShimwatchMarksFile  *file,
-                                                    guint                slot);
-/* msync: any thread */
+/* writes @mark into @slot: all of it or, after a SIGKILL, nothing */
+gboolean            shimwatch_marks_file_write     (ShimwatchMarksFile   *file,
+                                                    guint                 slot,
+                                                    const ShimwatchMark  *mark,
+                                                    GError              **error);
+/* the state byte of @slot alone (a pending mark turned sent): any thread */
+gboolean            shimwatch_marks_file_set_state (ShimwatchMarksFile   *file,
+                                                    guint                 slot,
+                                                    ShimwatchMarkState    state,
+                                                    GError              **error);
+/* fdatasync: any thread */
 gboolean            shimwatch_marks_file_sync      (ShimwatchMarksFile  *file,
                                                     GError             **error);
 const char         *shimwatch_marks_file_get_path  (ShimwatchMarksFile  *file);

@@ -62,7 +62,7 @@ struct _ShimwatchRecordCommitter
   guint                  n_flushes;       /* for tests */
 };
 
-/* a task's marks file, mapped from its first record (or mark) to its removal */
+/* a task's marks file, open from its first record (or mark) to its removal */
 typedef struct {
   ShimwatchMarksFile *file;
   gboolean            has_record;    /* its JSON record is there (or on its way) */
@@ -364,7 +364,7 @@ run (ShimwatchRecordCommitter *self,
 
         case OP_SIGNAL:
           {
-            /* a few stores into the mapped marks: no encoding, no file written */
+            /* one pwrite of a slot of the marks: no encoding, no file written */
             ShimwatchRecordCommit *commit =
               op->marks != NULL ? shimwatch_records_prepare_mark (op->marks, op->slot, &op->mark,
                                                                   self->queue)

@@ -169,7 +169,7 @@ shimwatch_records_write (const char             *records_dir,
 struct _ShimwatchRecordCommit
 {
   ShimwatchMarksFile    *marks;
-  volatile guint8       *mark;     /* in the marks file's page: the slot's state byte */
+  guint                  slot;
   ShimwatchCommitTicket *ticket;   /* NULL: durable when prepared */
 };
 
@@ -188,15 +188,21 @@ shimwatch_records_prepare_mark (ShimwatchMarksFile   *marks,
                                 const ShimwatchMark  *mark,
                                 ShimwatchCommitQueue *queue)
 {
-  ShimwatchRecordCommit *commit = g_new0 (ShimwatchRecordCommit, 1);
+  g_autoptr(GError) write_error = NULL;
+  ShimwatchRecordCommit *commit;
 
   g_return_val_if_fail (mark->state == SHIMWATCH_MARK_PENDING, NULL);
 
+  /* one pwrite into the page cache: no encoding of the record, no file written */
+  if (!shimwatch_marks_file_write (marks, slot, mark, &write_error))
+    {
+      g_warning ("a signal goes out unmarked (a restart sends it again): %s",
+                 write_error->message);
+      return NULL;
+    }
+  commit = g_new0 (ShimwatchRecordCommit, 1);
   commit->marks = shimwatch_marks_file_ref (marks);
-  /* a few stores into the mapped page: this also takes the page fault (and, on a disk
-   * file system, the journal handle) now, not between the mark and the signal */
-  shimwatch_marks_file_write (marks, slot, mark);
-  commit->mark = shimwatch_marks_file_state (marks, slot);
+  commit->slot = slot;
   if (queue == NULL)
     {
       g_autoptr(GError) error = NULL;
@@ -206,7 +212,7 @@ shimwatch_records_prepare_mark (ShimwatchMarksFile   *marks,
     }
   else if (!shimwatch_commit_queue_is_volatile (queue))
     {
-      /* the msync runs with the turn's batch, before its tickets settle */
+      /* the fdatasync runs with the turn's batch, before its tickets settle */
       shimwatch_commit_queue_add_job (queue, marks_sync_job, shimwatch_marks_file_ref (marks),
                                       (GDestroyNotify) shimwatch_marks_file_unref);
       commit->ticket = shimwatch_commit_queue_add (queue, -1, NULL, NULL, NULL);
@@ -214,12 +220,17 @@ shimwatch_records_prepare_mark (ShimwatchMarksFile   *marks,
   return commit;
 }
 
-/* one store to memory: no syscall, no lock, nothing to fail. A SIGKILL right after it
- * still leaves the page, with the mark, in the page cache for the next start to read */
+/* one pwrite of the state byte into the page cache: a SIGKILL right after it still leaves
+ * the mark there for the next start to read */
 void
 shimwatch_records_commit (ShimwatchRecordCommit *commit)
 {
-  *commit->mark = SHIMWATCH_MARK_SENT;
+  g_autoptr(GError) error = NULL;
+
+  /* only an I/O error of the file system: the mark stays pending, a restart sends the
+   * signal again */
+  if (!shimwatch_marks_file_set_state (commit->marks, commit->slot, SHIMWATCH_MARK_SENT, &error))
+    g_warning ("a sent signal is not marked sent: %s", error->message);
 }
 
 gboolean

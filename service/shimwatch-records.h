@@ -32,12 +32,12 @@ gboolean   shimwatch_records_write_encoded (const char           *path,
 
 /* A signal's mark, which must change at the very moment the signal goes out.
  * prepare_mark() writes @mark (pending: the record's flag of the signal does not hold
- * yet) into @slot of the task's mapped marks file (shimwatch-marks.h); commit() marks it
- * sent with a single store to the mapped page: no syscall, nothing to fail, callable from
- * any thread. shimwatch_records_load() lays the marks over the record: the flag of a
+ * yet) into @slot of the task's marks file (shimwatch-marks.h), NULL if it cannot (the
+ * signal then goes out unmarked); commit() marks it sent with one pwrite() of the slot's
+ * state byte, callable from any thread. shimwatch_records_load() lays the marks over the record: the flag of a
  * signal holds only if its mark says sent. commit_sync() makes the mark survive a crash
  * of the machine (the service's own death never loses it); free() lets the file go.
- * With a @queue, prepare_mark() leaves the msync of the pending mark to the group
+ * With a @queue, prepare_mark() leaves the fdatasync of the pending mark to the group
  * commit: commit_wait() (any thread but the main one) waits until it is done (at once on
  * a volatile @queue); commit_sync_later() has the commit thread sync the sent mark, then
  * frees the commit (at once with a volatile @queue: nothing to sync). Without a @queue,

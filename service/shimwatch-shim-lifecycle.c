@@ -157,7 +157,7 @@ shimwatch_shim_save (ShimwatchShim *self)
  * signal was sent if and only if it reached the bus. Right before the signal is emitted,
  * before_signal() hands the record as it is to be, the signal's flag already set, to
  * the record committer, which writes the signal's mark ("pending", with the status and
- * exit that go with it) into the task's mapped marks file, without writing the record;
+ * exit that go with it) into the task's marks file, without writing the record;
  * the signal ledger's filter holds the signal until that mark is durable, and marks it
  * sent in the very thread that writes the signal to the bus, right before it does (see
  * shimwatch-signal-ledger.h, shimwatch-record-committer.h and shimwatch-marks.h).

@@ -260,7 +260,7 @@ settle_locked (ShimwatchSignalLedger *ledger,
 /* -- the filter, in GDBus's worker thread ------------------------------------------------ */
 
 /* right before @message is written: wait until its pending mark is durable, then one
- * store to the task's mapped marks page */
+ * pwrite of the slot's state byte in the task's marks file */
 static GDBusMessage *
 outgoing_filter (GDBusConnection *connection,
                  GDBusMessage    *message,

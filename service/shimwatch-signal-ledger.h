@@ -7,10 +7,12 @@
  * lost (or sent twice) after a restart.
  *
  * The ledger closes that gap. The caller writes the signal's mark ahead of time, into
- * the task's mapped marks file, as "pending" (shimwatch_records_prepare_mark()), hands it
+ * the task's marks file, as "pending" (shimwatch_records_prepare_mark()), hands it
  * to the ledger with the signal it belongs to, and emits the signal. An outgoing message
  * filter, which GDBus runs in its worker thread right before it writes the message to
- * the socket, marks it "sent" with one store to the mapped page. What remains between
+ * the socket, marks it "sent" with one pwrite() of the slot's state byte into the page
+ * cache (on a disk file system the mapped page of an earlier version took a write fault
+ * there, as the group commit's msync had cleaned it: no more). What remains between
  * the two facts is GDBus's write of the message in the same thread: no file-system call
  * in which a SIGKILL could wait (an earlier version renamed the record there, and a
  * rename can wait for the file system's journal for milliseconds under load).
