@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-record-committer.h"
@@ -26,24 +28,26 @@ typedef struct {
   ShimwatchMarksFile       *marks;       /* OP_SIGNAL: the task's marks, NULL if unusable */
   guint                     slot;        /* OP_SIGNAL: the signal's, and its pending mark */
   ShimwatchMark             mark;
-  char                     *member;      /* OP_SIGNAL */
+  const char               *member;      /* OP_SIGNAL: the table's (static) */
   char                     *key;         /* OP_SIGNAL: the task's */
   char                     *subject;
-  char                     *crash_point;
+  const char               *crash_point; /* static (see the header) */
   gboolean                  settled;     /* OP_SIGNAL: the ledger told */
   gboolean                  sent;
 } Op;
 
-/* a task with writes waiting, or a record waiting for its signal */
+/* a task with writes waiting, or a record waiting for its signal. Made for each mark and
+ * gone once it is handed over: its strings are in its own block, and the record's path
+ * is made only for a record written (path_of()) */
 struct _PathState {
-  char     *key;            /* namespace/id */
-  char     *namespace_;
-  char     *id;
-  char     *path;
-  GQueue    ops;            /* Op, in the order asked */
-  Op       *inflight;       /* its record written, its signal not settled */
-  gboolean  flushing;       /* its removal waits for the connection to be flushed */
-  gboolean  unsent;         /* a signal of this task did not go out */
+  char    *key;             /* namespace/id, in the block */
+  char    *namespace_;      /* in the block */
+  char    *id;              /* in the block */
+  char    *path;            /* NULL until asked for */
+  GQueue   ops;             /* Op, in the order asked */
+  Op      *inflight;        /* its record written, its signal not settled */
+  gboolean flushing;        /* its removal waits for the connection to be flushed */
+  gboolean unsent;          /* a signal of this task did not go out */
 };
 
 struct _ShimwatchRecordCommitter
@@ -71,6 +75,8 @@ typedef struct {
 
 static void run (ShimwatchRecordCommitter *self,
                  PathState                *state);
+static const char *path_of (ShimwatchRecordCommitter *self,
+                            PathState                *state);
 
 static void
 task_marks_free (TaskMarks *marks)
@@ -121,7 +127,7 @@ get_marks (ShimwatchRecordCommitter *self,
     }
   marks = g_new0 (TaskMarks, 1);
   marks->file = file;
-  marks->has_record = g_file_test (state->path, G_FILE_TEST_EXISTS);
+  marks->has_record = g_file_test (path_of (self, state), G_FILE_TEST_EXISTS);
   g_hash_table_insert (self->marks, g_strdup (state->key), marks);
   count_task (self, state->namespace_, +1);
   return marks;
@@ -153,10 +159,8 @@ op_unref (Op *op)
     return;
   g_clear_pointer (&op->bytes, g_bytes_unref);
   g_clear_pointer (&op->marks, shimwatch_marks_file_unref);
-  g_free (op->member);
   g_free (op->key);
   g_free (op->subject);
-  g_free (op->crash_point);
   g_free (op);
 }
 
@@ -177,11 +181,17 @@ path_state_free (PathState *state)
       state->inflight->committer = NULL;
       op_unref (state->inflight);
     }
-  g_free (state->key);
-  g_free (state->namespace_);
-  g_free (state->id);
   g_free (state->path);
   g_free (state);
+}
+
+static const char *
+path_of (ShimwatchRecordCommitter *self,
+         PathState                *state)
+{
+  if (state->path == NULL)
+    state->path = shimwatch_records_path (self->records_dir, state->namespace_, state->id);
+  return state->path;
 }
 
 static PathState *
@@ -189,19 +199,34 @@ get_state (ShimwatchRecordCommitter *self,
            const char               *namespace_,
            const char               *id)
 {
-  g_autofree char *key = g_strconcat (namespace_, "/", id, NULL);
-  PathState *state = g_hash_table_lookup (self->states, key);
+  gsize ns_len = strlen (namespace_);
+  gsize id_len = strlen (id);
+  /* looked up without a key of its own: namespace and id are identifiers, a few dozen
+   * bytes; a longer key (none the service makes) is allocated */
+  char stack_key[256];
+  g_autofree char *heap_key = NULL;
+  char *key = stack_key;
+  PathState *state;
+  char *strings;
 
-  if (state == NULL)
-    {
-      state = g_new0 (PathState, 1);
-      state->key = g_steal_pointer (&key);
-      state->namespace_ = g_strdup (namespace_);
-      state->id = g_strdup (id);
-      state->path = shimwatch_records_path (self->records_dir, namespace_, id);
-      g_queue_init (&state->ops);
-      g_hash_table_insert (self->states, state->key, state);
-    }
+  if (ns_len + id_len + 2 > sizeof stack_key)
+    key = heap_key = g_malloc (ns_len + id_len + 2);
+  memcpy (key, namespace_, ns_len);
+  key[ns_len] = '/';
+  memcpy (key + ns_len + 1, id, id_len + 1);
+  state = g_hash_table_lookup (self->states, key);
+  if (state != NULL)
+    return state;
+
+  /* one block: the state, then "namespace/id", "namespace" and "id" */
+  state = g_malloc0 (sizeof (PathState) + 2 * (ns_len + id_len + 2));
+  strings = (char *) (state + 1);
+  state->key = memcpy (strings, key, ns_len + id_len + 2);
+  state->namespace_ = memcpy (strings + ns_len + id_len + 2, namespace_, ns_len);
+  state->namespace_[ns_len] = '\0';
+  state->id = memcpy (state->namespace_ + ns_len + 1, id, id_len + 1);
+  g_queue_init (&state->ops);
+  g_hash_table_insert (self->states, state->key, state);
   return state;
 }
 
@@ -353,7 +378,8 @@ run (ShimwatchRecordCommitter *self,
             if (next != NULL && next->kind == OP_SAVE)
               break;
           }
-          if (!shimwatch_records_write_encoded (state->path, op->bytes, self->queue, &error))
+          if (!shimwatch_records_write_encoded (path_of (self, state), op->bytes, self->queue,
+                                                &error))
             {
               g_autofree char *text = g_strdup_printf ("cannot write task record: %s",
                                                        error->message);
@@ -493,10 +519,10 @@ shimwatch_record_committer_expect (ShimwatchRecordCommitter  *self,
           submit (self, state, save);
         }
     }
-  op->member = g_strdup (record->pending_signal);
+  op->member = shimwatch_lifecycle_signal_member (signal);
   op->key = g_strdup (state->key);
   op->subject = g_strdup (subject);
-  op->crash_point = g_strdup (crash_point);
+  op->crash_point = crash_point;
   op->committer = self;
   g_hash_table_add (self->unsettled, op);
   /* before the emission, which follows this call: the filter must know the signal */

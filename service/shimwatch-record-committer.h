@@ -53,8 +53,8 @@ gboolean shimwatch_record_committer_save   (ShimwatchRecordCommitter *self,
                                             const ShimwatchRecord    *record,
                                             GError                  **error);
 /* Right before the signal record->pending_signal about the object @subject is emitted:
- * @record has its flag set and pending_sent FALSE. @crash_point is reached once the
- * signal is settled (sent or not). FALSE: the record could not be encoded or written
+ * @record has its flag set and pending_sent FALSE. @crash_point (a static string, or
+ * NULL) is reached once the signal is settled (sent or not). FALSE: the record could not be encoded or written
  * (@error), and the signal goes out unmarked. */
 gboolean shimwatch_record_committer_expect (ShimwatchRecordCommitter *self,
                                             const ShimwatchRecord    *record,

@@ -1351,6 +1351,74 @@ save_task (LedgerFixture *f,
   g_assert_no_error (error);
 }
 
+#ifdef SHIMWATCH_TEST_MALLOC_COUNT
+#define N_SIGNAL_TASKS 8
+#define PER_SIGNAL_MAX 14
+
+static gboolean
+all_received (LedgerFixture *f)
+{
+  return g_atomic_int_get (&f->n_received) >= N_SIGNAL_TASKS &&
+         shimwatch_record_committer_is_idle (f->committer);
+}
+
+/* What a lifecycle signal of a task costs the record committer and the ledger on the
+ * main thread, in allocations, as its mark is handed over: TaskExit and TaskDelete at
+ * each death, and ShimDisconnected. The committer's state of the task is made for each
+ * mark and dropped once the mark is handed over: its key, namespace, id and the record's
+ * path were 5 allocations each time (and the key once more to look it up), and the
+ * signal's name and crash point were copied; now its strings are one block with it, the
+ * path is made only for a record written, and the name and crash point are static:
+ * 19 allocations per signal before, 12 now (GLib 2.74). */
+static void
+test_committer_signal_allocations (LedgerFixture *f,
+                                   gconstpointer  data)
+{
+  char ids[N_SIGNAL_TASKS][8];
+  char subjects[N_SIGNAL_TASKS][64];
+  ShimwatchRecord records[N_SIGNAL_TASKS] = { 0 };
+  guint before;
+  guint per_signal;
+
+  for (guint i = 0; i < N_SIGNAL_TASKS; i++)
+    {
+      g_snprintf (ids[i], sizeof ids[i], "a%u", i);
+      g_snprintf (subjects[i], sizeof subjects[i], "/org/shimwatch/Shimwatch1/shims/ns/%s",
+                  ids[i]);
+      save_task (f, ids[i]);
+      signal_record (&records[i], "TaskExit");
+      records[i].id = ids[i];
+    }
+  g_assert_true (iterate (10000, committer_idle, f));
+
+  before = n_mallocs;
+  malloc_counting = TRUE;
+  for (guint i = 0; i < N_SIGNAL_TASKS; i++)
+    shimwatch_record_committer_expect (f->committer, &records[i], subjects[i], "exit-emitted",
+                                       NULL);
+  malloc_counting = FALSE;
+  per_signal = (n_mallocs - before) / N_SIGNAL_TASKS;
+
+  /* the signals go out and settle; the tasks go */
+  for (guint i = 0; i < N_SIGNAL_TASKS; i++)
+    emit_signal (f, "TaskExit", subjects[i]);
+  g_assert_true (iterate (10000, all_received, f));
+  for (guint i = 0; i < N_SIGNAL_TASKS; i++)
+    shimwatch_record_committer_remove (f->committer, "ns", ids[i]);
+  g_assert_true (iterate (10000, committer_idle, f));
+  g_assert_cmpuint (count_files (f->ns_dir), ==, 1);     /* ns/t1, the fixture's */
+
+  /* valgrind replaces malloc() wherever it is, this one too: nothing is counted there */
+  if (n_mallocs == before)
+    {
+      g_test_message ("malloc() is not this test's own here (valgrind): nothing counted");
+      return;
+    }
+  g_test_message ("allocations per signal handed to the committer: %u", per_signal);
+  g_assert_cmpuint (per_signal, <=, PER_SIGNAL_MAX);
+}
+#endif
+
 /* The death of a task while another of its namespace lives tried an rmdir of the
  * namespace's directory of records on the main thread, which failed ENOTEMPTY every
  * time. It is tried once, with the last record of the namespace, and then it works. */
@@ -2188,6 +2256,8 @@ main (int    argc,
               test_committer_takes_settled_at_once, ledger_teardown);
 #ifdef SHIMWATCH_TEST_MALLOC_COUNT
   g_test_add_func ("/service/publisher/types-kept", test_publisher_types_kept);
+  g_test_add ("/service/committer/signal-allocations", LedgerFixture, "tmpfs", ledger_setup,
+              test_committer_signal_allocations, ledger_teardown);
 #endif
   return g_test_run ();
 }
