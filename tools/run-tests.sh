@@ -58,60 +58,7 @@ else
   echo "run-tests: SHIMWATCH_LAND_QUICK=1: the sanitizer build is built; its suite and the fuzz suite are not run"
 fi
 
-/usr/bin/python3 - "$build/meson-logs/testlog-all.json" <<'PY'
-import json, os, re, sys
-
-passed = failed = skipped = 0
-with open(sys.argv[1]) as log:
-    for line in log:
-        entry = json.loads(line)
-        result = entry.get("result")
-        tap = [l for l in (entry.get("stdout") or "").splitlines()
-               if re.match(r"^(not )?ok \d+", l)]
-        said_why = any(l.startswith("not ok") for l in tap)
-        if not tap or result == "TIMEOUT" or (result == "ERROR" and not said_why):
-            # no per-case output (or it cannot be trusted): count the test as one
-            if result in ("OK", "EXPECTEDFAIL"):
-                passed += 1
-            elif result == "SKIP":
-                skipped += 1
-            else:
-                failed += 1
-            continue
-        for l in tap:
-            if re.search(r"#\s*SKIP", l, re.I):
-                skipped += 1
-            elif l.startswith("not ok"):
-                failed += 1
-            else:
-                passed += 1
-        if result in ("FAIL", "ERROR") and not said_why:
-            failed += 1      # crashed after its last TAP line
-# meson --print-errorlogs shows only stderr; a TAP test says why it failed on stdout.
-# Show each failed case's diagnostics (or the tail of the output of a test that failed
-# without one) so that a CI log alone explains a failure.
-with open(sys.argv[1]) as log:
-    for line in log:
-        entry = json.loads(line)
-        if entry.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
-            continue
-        out = (entry.get("stdout") or "").splitlines()
-        print(f"--- {entry.get('name')}: {entry.get('result')} ---")
-        block, shown = [], False
-        for l in out:
-            if re.match(r"^ok \d+", l):
-                block = []
-            elif l.startswith("not ok"):
-                print("\n".join(block[-200:] + [l]))
-                block, shown = [], True
-            else:
-                block.append(l)
-        if not shown:
-            print("\n".join(out[-150:]))
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-if skipped and os.environ.get("CI") == "true":
-    print("CI: skipped tests count as failures (everything is installed and we are root)")
-    sys.exit(1)
-PY
+# what each failed test said (before and after its "not ok" lines), and the count line
+/usr/bin/python3 tools/testlog-summary.py "$build/meson-logs/testlog-all.json"
 summary=$?
 [ $status -eq 0 ] && [ $summary -eq 0 ]

@@ -8,6 +8,7 @@ Writes TAP to /var/lib/shimwatch-test-out/tap, one line per check, and ends the 
 with `systemctl exit`. Each check asserts what a regression would break; the order
 matters (the first checks see the service before anything activated it)."""
 
+import importlib.util
 import json
 import os
 import re
@@ -75,6 +76,21 @@ def check(description):
             diag(run(["journalctl", "--no-pager", "-n", "25", "-u", UNIT], check=False))
         return function
     return wrap
+
+
+def suite_failure_story(stdout):
+    """The failed cases' stories in a TAP output, told as tools/run-tests.sh tells them
+    (tools/testlog-summary.py, from the source tree bound into the container); None if
+    there is none, or no source tree."""
+    path = os.path.join(os.environ.get("SHIMWATCH_SOURCE_DIR", ""), "tools",
+                        "testlog-summary.py")
+    try:
+        spec = importlib.util.spec_from_file_location("testlog_summary", path)
+        summary = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(summary)
+    except (OSError, ImportError, AttributeError):
+        return None
+    return summary.failure_story(stdout, before=120, after=40, total=300)
 
 
 def run(argv, check=True, **kwargs):
@@ -636,8 +652,11 @@ if RUN_SUITE and BUILD:
                        not any(f" {case} # SKIP strace is not installed" in l
                                for case in HOST_ONLY_CASES)]
             if entry["result"] not in ("OK", "EXPECTEDFAIL") or skipped:
+                # a failed case of the suite says why before its "not ok" line (the
+                # service's log, the traceback), however early in the run it failed
+                story = suite_failure_story(out) or out.splitlines()[-80:]
                 raise AssertionError(f"{entry['result']}, skipped: {skipped}\n" +
-                                     "\n".join(out.splitlines()[-80:]))
+                                     "\n".join(story))
             return f"{len(cases)} cases passed in {entry.get('duration', 0):.1f} s"
 
     @check("the integration suite leaves the booted system as it found it (leak-check.py)")
