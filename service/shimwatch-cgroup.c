@@ -29,7 +29,9 @@ struct _ShimwatchCgroupHost
   char                 *unified_mount;   /* cgroup2's, or NULL (legacy) */
   int                   unified;         /* its index in mounts, or -1 */
   char                 *own_cgroup;      /* under systemd only */
-  /* cgroup2 has no cgroup.kill (Linux before 5.14): seen once, never tried again */
+  /* cgroup2 has no cgroup.kill (Linux before 5.14): seen once, never tried again. The
+   * host's one mutable member, written by shimwatch_cgroup_kill_subtree() (which takes the
+   * host non-const for it) from whichever thread kills: atomic */
   gint                  no_kill_file;
 };
 
@@ -570,15 +572,15 @@ shimwatch_cgroup_open_events (const ShimwatchCgroupHost *host,
 }
 
 guint
-shimwatch_cgroup_kill (const ShimwatchCgroupHost *host,
-                       const char                *path)
+shimwatch_cgroup_kill (ShimwatchCgroupHost *host,
+                       const char          *path)
 {
   return shimwatch_cgroup_kill_at (host, path, -1);
 }
 
 gboolean
-shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
-                               const char                *path)
+shimwatch_cgroup_kill_subtree (ShimwatchCgroupHost *host,
+                               const char          *path)
 {
   g_autofree char *kill_file = NULL;
   gboolean ok;
@@ -604,7 +606,7 @@ shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
       if (errno == ENOENT &&
           lstat ((dir = g_build_filename (host->unified_mount, path, NULL)), &st) == 0 &&
           S_ISDIR (st.st_mode))
-        g_atomic_int_set (&((ShimwatchCgroupHost *) host)->no_kill_file, TRUE);
+        g_atomic_int_set (&host->no_kill_file, TRUE);
       return FALSE;
     }
   ok = write (fd, "1", 1) == 1;
@@ -613,9 +615,9 @@ shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
 }
 
 guint
-shimwatch_cgroup_kill_at (const ShimwatchCgroupHost *host,
-                          const char                *path,
-                          int                        events_fd)
+shimwatch_cgroup_kill_at (ShimwatchCgroupHost *host,
+                          const char          *path,
+                          int                  events_fd)
 {
   g_autoptr(GHashTable) signalled = NULL;
   g_autoptr(GPtrArray) dirs = NULL;

@@ -94,17 +94,19 @@ GPtrArray *shimwatch_cgroup_dirs (const ShimwatchCgroupHost *host,
 /* SIGKILL everything in the cgroup and below: cgroup.kill where cgroup2 has it (one write,
  * race-free against forks), else every pid in cgroup.procs, repeated until no new one
  * shows up. Returns how many processes were signalled (cgroup.kill: 1 if populated). */
-guint    shimwatch_cgroup_kill         (const ShimwatchCgroupHost *host,
+guint    shimwatch_cgroup_kill         (ShimwatchCgroupHost       *host,
                                         const char                *path);
 /* The same, with cgroup.events already open (events_fd from shimwatch_cgroup_open_events,
  * or -1): what a cleanup checks several times reads it again without a path lookup. */
-guint    shimwatch_cgroup_kill_at      (const ShimwatchCgroupHost *host,
+guint    shimwatch_cgroup_kill_at      (ShimwatchCgroupHost       *host,
                                         const char                *path,
                                         int                        events_fd);
 /* cgroup.kill alone (cgroup2 since Linux 5.14): SIGKILL to the whole subtree in one
  * write, without reading back whether anything was there. FALSE where there is no such
- * file (cgroup v1, an older kernel) or it could not be written: kill_at() then. */
-gboolean shimwatch_cgroup_kill_subtree (const ShimwatchCgroupHost *host,
+ * file (cgroup v1, an older kernel) or it could not be written: kill_at() then. The
+ * host is written to: a kernel found without cgroup.kill is remembered in it (atomically:
+ * the host is shared between threads), and not asked again. */
+gboolean shimwatch_cgroup_kill_subtree (ShimwatchCgroupHost       *host,
                                         const char                *path);
 gboolean shimwatch_cgroup_is_populated_at (const ShimwatchCgroupHost *host,
                                            const char                *path,

@@ -38,6 +38,10 @@
 static struct {
   GMutex                lock;
   int                   fd;      /* our end of its socket; -1: no spawner */
+  /* which spawner is read: one more each time one is started, stopped or given up on. A
+   * run's callback may do either, and a reading of replies must stop then; the fd's
+   * number cannot tell (a spawner started again gets the number its predecessor had) */
+  guint                 generation;
   GPid                  pid;
   gboolean              lost;
   GMainContext         *context;
@@ -578,6 +582,9 @@ spawner_abandon (const char *why)
 {
   spawner_lost (why);
   g_clear_pointer (&spawner.watch, shimwatch_poller_watch_remove);
+  g_mutex_lock (&spawner.lock);
+  spawner.generation++;
+  g_mutex_unlock (&spawner.lock);
   fail_runs ("died");
 }
 
@@ -726,6 +733,7 @@ read_replies (void)
   struct mmsghdr messages[REPLY_BATCH];
   struct iovec iovs[REPLY_BATCH];
   int fd = spawner.fd;
+  guint generation = spawner.generation;
 
   if (batch == NULL)
     batch = g_malloc (REPLY_BATCH * (gsize) SHIMWATCH_SPAWNER_REPLY_MAX);
@@ -765,7 +773,7 @@ read_replies (void)
             }
           /* the run's callback let the spawner go (shimwatch_spawn_stop_spawner() ended
            * its other runs): the rest of the batch is for nobody */
-          if (spawner.fd != fd)
+          if (spawner.generation != generation)
             return FALSE;
         }
       taken += (guint) n;
@@ -800,6 +808,7 @@ shimwatch_spawn_start_spawner (GError **error)
     return FALSE;
   g_mutex_lock (&spawner.lock);
   spawner.fd = fd;
+  spawner.generation++;
   spawner.pid = pid;
   spawner.lost = FALSE;
   spawner.context = g_main_context_ref_thread_default ();
@@ -858,6 +867,7 @@ shimwatch_spawn_stop_spawner (void)
   /* EOF on its socket: it exits (what it still runs goes on, and is re-parented) */
   close (spawner.fd);
   spawner.fd = -1;
+  spawner.generation++;
   lost = spawner.lost;
   g_mutex_unlock (&spawner.lock);
   fail_runs ("was stopped");

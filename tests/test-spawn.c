@@ -113,6 +113,13 @@ children_of (GPid parent)
 }
 
 static int
+compare_ints (gconstpointer a,
+              gconstpointer b)
+{
+  return *(const int *) a - *(const int *) b;
+}
+
+static int
 compare_strings (gconstpointer a,
                  gconstpointer b)
 {
@@ -770,6 +777,169 @@ test_spawner_stuck (Fixture      *fx,
   spawn_expect_success (again, fx->dir, 10000, NULL, NULL);
 }
 
+/* whether @pid waits in epoll_wait(2), asleep: the spawner between two wake-ups */
+static gboolean
+waits_in_epoll (GPid pid)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d/syscall", (int) pid);
+  g_autofree char *syscall_text = NULL;
+  long number;
+
+  if (!g_file_get_contents (path, &syscall_text, NULL, NULL) ||
+      sscanf (syscall_text, "%ld", &number) != 1)
+    return FALSE;   /* "running", or gone */
+  g_free (path);
+  path = g_strdup_printf ("/proc/%d/stat", (int) pid);
+  {
+    g_autofree char *stat = NULL;
+    const char *after;
+
+    if (!g_file_get_contents (path, &stat, NULL, NULL) ||
+        (after = strrchr (stat, ')')) == NULL || after[2] != 'S')
+      return FALSE;
+  }
+#ifdef SYS_epoll_wait
+  if (number == SYS_epoll_wait)
+    return TRUE;
+#endif
+#ifdef SYS_epoll_pwait2
+  if (number == SYS_epoll_pwait2)
+    return TRUE;
+#endif
+  return number == SYS_epoll_pwait;
+}
+
+/* the numbers of this process's sockets, sorted, as one string */
+static char *
+own_sockets (void)
+{
+  g_autoptr(GDir) dir = g_dir_open ("/proc/self/fd", 0, NULL);
+  g_autoptr(GArray) numbers = g_array_new (FALSE, FALSE, sizeof (int));
+  g_autoptr(GString) out = g_string_new (NULL);
+  const char *name;
+
+  g_assert_nonnull (dir);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *link = g_build_filename ("/proc/self/fd", name, NULL);
+      g_autofree char *target = g_file_read_link (link, NULL);
+      int number = atoi (name);
+
+      if (target != NULL && g_str_has_prefix (target, "socket:"))
+        g_array_append_val (numbers, number);
+    }
+  g_array_sort (numbers, compare_ints);
+  for (guint i = 0; i < numbers->len; i++)
+    g_string_append_printf (out, "%s%d", i > 0 ? " " : "", g_array_index (numbers, int, i));
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+typedef struct {
+  Fixture *fx;
+  guint    ended;
+  guint    succeeded;
+  guint    stopped;       /* ended with an error: their spawner was stopped */
+  char    *sockets_before;
+  char    *sockets_after;
+} Restart;
+
+/* the first run to end stops the spawner and starts another, as a service reloading its
+ * configuration from a run's end could */
+static void
+restart_done_cb (ShimwatchSpawnResult *result,
+                 GError               *error,
+                 gpointer              user_data)
+{
+  Restart *restart = user_data;
+  g_autoptr(ShimwatchSpawnResult) owned G_GNUC_UNUSED = result;
+  g_autoptr(GError) local_error = NULL;
+  int status;
+
+  if (restart->ended++ == 0)
+    {
+      g_assert_no_error (error);
+      g_assert_true (WIFEXITED (result->wait_status));
+      restart->succeeded++;
+      restart->sockets_before = own_sockets ();
+      status = shimwatch_spawn_stop_spawner ();
+      g_assert_true (WIFEXITED (status));
+      g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+      g_assert_true (shimwatch_spawn_start_spawner (&local_error));
+      g_assert_no_error (local_error);
+      restart->fx->spawner = shimwatch_spawn_get_spawner_pid ();
+      restart->sockets_after = own_sockets ();
+      return;
+    }
+  /* the other run was the stopped spawner's: it ends with an error, and nothing reads its
+   * DONE from the new spawner's socket */
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED);
+  g_assert_null (result);
+  g_clear_error (&error);
+  restart->stopped++;
+}
+
+/* A run's end stops the spawner and starts a new one while more of the old spawner's
+ * replies are in the batch being read: the new spawner's socket gets the number of the
+ * old one's, and the rest of the batch must not be read as the new spawner's (that read
+ * the other run's DONE as an unknown run's, took the new spawner for broken, killed it and
+ * spawned directly from then on). Both replies are in the socket before the batch is read:
+ * both children ended and were reaped, and the spawner sleeps in epoll_wait(2) again. */
+static void
+test_spawner_restarted_by_a_run (Fixture      *fx,
+                                 gconstpointer data)
+{
+  char *marks[2] = { NULL, NULL };
+  g_auto(GStrv) env = g_get_environ ();
+  Restart restart = { .fx = fx };
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  GPid old_spawner = fx->spawner;
+
+  for (guint i = 0; i < 2; i++)
+    {
+      const char *argv[] = { "/bin/sh", "-c", "touch \"$0\"", NULL, NULL };
+
+      marks[i] = g_strdup_printf ("%s/ran-%u", fx->dir, i);
+      argv[3] = marks[i];
+      shimwatch_spawn_run (argv, (const char * const *) env, fx->dir, -1, 60000,
+                           restart_done_cb, &restart);
+    }
+  /* (the context is not iterated: nothing is read before both DONEs are there) */
+  for (;;)
+    {
+      g_autoptr(GArray) children = children_of (fx->spawner);
+
+      if (g_file_test (marks[0], G_FILE_TEST_EXISTS) &&
+          g_file_test (marks[1], G_FILE_TEST_EXISTS) && children->len == 0 &&
+          waits_in_epoll (fx->spawner))
+        break;
+      if (g_get_monotonic_time () > deadline)
+        g_error ("the spawner did not run both commands within 60 s");
+      g_usleep (1000);
+    }
+  while (restart.ended < 2)
+    g_main_context_iteration (NULL, TRUE);
+
+  g_assert_cmpuint (restart.succeeded, ==, 1);
+  g_assert_cmpuint (restart.stopped, ==, 1);
+  /* the case this is about: the same number, another spawner */
+  g_assert_cmpstr (restart.sockets_after, ==, restart.sockets_before);
+  g_assert_cmpint (fx->spawner, >, 0);
+  g_assert_cmpint (fx->spawner, !=, old_spawner);
+  /* the new spawner was not given up on: no warning, it serves the next run */
+  g_assert_cmpuint (warnings->len, ==, 0);
+  g_assert_cmpint (shimwatch_spawn_get_spawner_pid (), ==, fx->spawner);
+  spawn_expect_success ((const char * const []) { "/bin/sh", "-c", "echo again", NULL },
+                        fx->dir, 10000, "again\n", "");
+  g_assert_cmpint (shimwatch_spawn_get_spawner_pid (), ==, fx->spawner);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_no_errno (g_unlink (marks[i]));
+      g_free (marks[i]);
+    }
+  g_free (restart.sockets_before);
+  g_free (restart.sockets_after);
+}
+
 /* -- the main loop's cost -------------------------------------------------------------- */
 
 static guint n_polls;
@@ -1290,6 +1460,7 @@ main (int    argc,
     { "spawner-descriptors", test_spawner_descriptors, TRUE },
     { "spawner-dies", test_spawner_dies, TRUE },
     { "spawner-stuck", test_spawner_stuck, TRUE },
+    { "spawner-restarted-by-a-run", test_spawner_restarted_by_a_run, TRUE },
     { "child-state", test_child_state, FALSE },
     { "spawner-calls", test_spawner_calls, TRUE },
     { "main-thread-calls", test_main_thread_calls, TRUE },
