@@ -23,36 +23,38 @@
 
 struct _ShimwatchHistory
 {
-  GObject            parent_instance;
+  GObject           parent_instance;
 
-  char              *path;           /* NULL: memory only */
-  char              *rotated_path;
-  char              *counters_path;
-  guint              capacity;
-  gsize              file_max;
+  char             *path;            /* NULL: memory only */
+  char             *rotated_path;
+  char             *counters_path;    /* an earlier version's: read, never written */
+  guint             capacity;
+  gsize             file_max;
 
-  GQueue             events;         /* Entry, oldest first */
-  ShimwatchCounters  counters;
+  GQueue            events;          /* Entry, oldest first */
+  ShimwatchCounters counters;
 
-  GString           *pending_lines;  /* queued for the writer, not handed over yet */
-  gboolean           counters_changed;  /* for the writer: formatted as handed over */
-  guint              batch_source;
-  GThreadPool       *writer;         /* one thread: jobs are written in order */
+  GString          *pending_lines;   /* queued for the writer, not handed over yet */
+  gboolean          counters_changed;   /* since the last batch handed over */
+  guint             batch_source;
+  GThreadPool      *writer;          /* one thread: jobs are written in order */
 
   /* the writer thread's own */
-  gsize              file_size;
-  gboolean           failing;
+  gsize             file_size;
+  gboolean          failing;
+  gboolean          counters_owed;   /* "history" has no counters line since its start */
 
-  GMutex             lock;           /* for sync() */
-  GCond              written;
+  GMutex            lock;            /* for sync() */
+  GCond             written;
 };
 
 G_DEFINE_TYPE (ShimwatchHistory, shimwatch_history, G_TYPE_OBJECT)
 
 typedef struct {
-  GString  *lines;       /* or NULL */
-  char     *counters;    /* key file text, or NULL */
-  gboolean *done;        /* set under the lock when written, for sync() */
+  GString          *lines;      /* or NULL */
+  ShimwatchCounters counters;   /* as they were when the batch was handed over */
+  gboolean          counters_changed;
+  gboolean         *done;       /* set under the lock when written, for sync() */
 } WriteJob;
 
 /* -- the writer thread -------------------------------------------------------------- */
@@ -68,6 +70,42 @@ report (ShimwatchHistory *self,
     g_warning ("history: cannot %s %s: %s; events are kept in memory only until it works "
                "again", what, path, g_strerror (saved_errno));
   self->failing = TRUE;
+}
+
+/* decimal digits without a printf(3) per number: lines are made on the caller's path */
+static void
+append_uint (GString *out,
+             guint64  value)
+{
+  char digits[20];
+  guint n = 0;
+
+  do
+    digits[n++] = (char) ('0' + value % 10);
+  while ((value /= 10) != 0);
+  while (n > 0)
+    g_string_append_c (out, digits[--n]);
+}
+
+/* The counters' line of the history file: what g_variant_print (TRUE) gives for an
+ * a{sv} of the three, the names of the key file an earlier version wrote. */
+static void
+append_counters (GString                 *out,
+                 const ShimwatchCounters *counters)
+{
+  g_string_append (out, "{'DisconnectCount': <uint64 ");
+  append_uint (out, counters->disconnects);
+  g_string_append (out, ">, 'ReapCount': <uint64 ");
+  append_uint (out, counters->reaps);
+  g_string_append (out, ">, 'CleanupFailureCount': <uint64 ");
+  append_uint (out, counters->cleanup_failures);
+  g_string_append (out, ">}\n");
+}
+
+static gboolean
+counters_are_zero (const ShimwatchCounters *counters)
+{
+  return counters->disconnects == 0 && counters->reaps == 0 && counters->cleanup_failures == 0;
 }
 
 static void
@@ -103,24 +141,19 @@ append_lines (ShimwatchHistory *self,
           return;
         }
       self->file_size = 0;
+      /* the counters must not go with the older half, two rotations from now */
+      self->counters_owed = TRUE;
     }
   if (self->failing)
     g_message ("history: %s is written again", self->path);
   self->failing = FALSE;
 }
 
-static void
-write_counters (ShimwatchHistory *self,
-                const char       *text)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (!g_file_set_contents_full (self->counters_path, text, -1,
-                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                 0600, &error))
-    g_warning ("history: cannot write the counters: %s", error->message);
-}
-
+/* The counters are a line of the history file, appended with the batch's events, when
+ * they changed, and once more after each start and each rotation (the newest such line
+ * counts): the batch's one write and one fdatasync keep them. Rewriting a key file of
+ * their own, atomically and durably, cost two fsyncs, a rename and four other calls
+ * more per batch; in a mass death more than the events' own write. */
 static void
 write_job (gpointer data,
            gpointer user_data)
@@ -128,10 +161,19 @@ write_job (gpointer data,
   WriteJob *job = data;
   ShimwatchHistory *self = user_data;
 
+  if (self->path != NULL &&
+      (job->counters_changed || (self->counters_owed && !counters_are_zero (&job->counters))))
+    {
+      if (job->lines == NULL)
+        job->lines = g_string_new (NULL);
+      append_counters (job->lines, &job->counters);
+      self->counters_owed = FALSE;
+    }
   if (self->path != NULL && job->lines != NULL && job->lines->len > 0)
     append_lines (self, job->lines);
-  if (self->counters_path != NULL && job->counters != NULL)
-    write_counters (self, job->counters);
+  /* a batch that was not written: the next one says the counters again */
+  if (self->failing)
+    self->counters_owed = TRUE;
   if (job->done != NULL)
     {
       g_mutex_lock (&self->lock);
@@ -141,22 +183,10 @@ write_job (gpointer data,
     }
   if (job->lines != NULL)
     g_string_free (job->lines, TRUE);
-  g_free (job->counters);
   g_free (job);
 }
 
 /* -- queueing (main thread) ----------------------------------------------------------- */
-
-/* the key file GKeyFile writes (and load_counters() reads), without building one */
-static char *
-format_counters (const ShimwatchCounters *counters)
-{
-  return g_strdup_printf ("[" COUNTERS_GROUP "]\n"
-                          "DisconnectCount=%" G_GUINT64_FORMAT "\n"
-                          "ReapCount=%" G_GUINT64_FORMAT "\n"
-                          "CleanupFailureCount=%" G_GUINT64_FORMAT "\n",
-                          counters->disconnects, counters->reaps, counters->cleanup_failures);
-}
 
 static void
 hand_over (ShimwatchHistory *self,
@@ -170,8 +200,8 @@ hand_over (ShimwatchHistory *self,
       job->lines = self->pending_lines;
       self->pending_lines = g_string_new (NULL);
     }
-  if (self->counters_changed)
-    job->counters = format_counters (&self->counters);
+  job->counters = self->counters;
+  job->counters_changed = self->counters_changed;
   self->counters_changed = FALSE;
   job->done = done;
   g_thread_pool_push (self->writer, job, NULL);
@@ -339,21 +369,6 @@ append_quoted (GString    *out,
   return TRUE;
 }
 
-/* decimal digits without a printf(3) per number: lines are made on the caller's path */
-static void
-append_uint (GString *out,
-             guint64  value)
-{
-  char digits[20];
-  guint n = 0;
-
-  do
-    digits[n++] = (char) ('0' + value % 10);
-  while ((value /= 10) != 0);
-  while (n > 0)
-    g_string_append_c (out, digits[--n]);
-}
-
 /* the line g_variant_print (entry, TRUE) gives for the entry shimwatch_history_add()
  * builds of the same event, without printing a GVariant: the history's file format;
  * FALSE (and out as it was) where a string needs more than printable ASCII */
@@ -491,10 +506,9 @@ shimwatch_history_set_counters (ShimwatchHistory        *self,
   g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
 
   self->counters = *counters;
-  if (self->counters_path == NULL)
+  if (self->path == NULL)
     return;
-  /* formatted once per batch, as it is handed to the writer: not at every change (two
-   * per death) */
+  /* formatted by the writer, once per batch: not at every change (two per death) */
   self->counters_changed = TRUE;
   schedule (self);
 }
@@ -528,9 +542,31 @@ shallow (const char *line)
   return TRUE;
 }
 
-/* an entry with the keys and types GetHistory promises, or NULL */
+/* a line of counters (append_counters()): each taken where it is more than what was
+ * read before (they only grow, and the newest line has the most); FALSE: not one */
+static gboolean
+take_counters (ShimwatchHistory *self,
+               GVariant         *parsed)
+{
+  ShimwatchCounters read;
+
+  if (!g_variant_lookup (parsed, "DisconnectCount", "t", &read.disconnects) ||
+      !g_variant_lookup (parsed, "ReapCount", "t", &read.reaps) ||
+      !g_variant_lookup (parsed, "CleanupFailureCount", "t", &read.cleanup_failures))
+    return FALSE;
+  self->counters.disconnects = MAX (self->counters.disconnects, read.disconnects);
+  self->counters.reaps = MAX (self->counters.reaps, read.reaps);
+  self->counters.cleanup_failures = MAX (self->counters.cleanup_failures,
+                                         read.cleanup_failures);
+  return TRUE;
+}
+
+/* an entry with the keys and types GetHistory promises, or NULL; a line of counters
+ * sets @counters_line and is taken into self->counters */
 static Entry *
-parse_line (const char *line)
+parse_line (ShimwatchHistory *self,
+            const char       *line,
+            gboolean         *counters_line)
 {
   g_autoptr(GVariant) parsed = NULL;
   Entry *entry;
@@ -540,6 +576,7 @@ parse_line (const char *line)
   const char *reason = NULL;
   guint64 time;
 
+  *counters_line = FALSE;
   if (strlen (line) > LINE_MAX_LENGTH || !shallow (line))
     return NULL;
   parsed = g_variant_parse (G_VARIANT_TYPE_VARDICT, line, NULL, NULL, NULL);
@@ -550,7 +587,10 @@ parse_line (const char *line)
       !g_variant_lookup (parsed, "event", "&s", &event) ||
       !g_variant_lookup (parsed, "namespace", "&s", &namespace_) ||
       !g_variant_lookup (parsed, "id", "&s", &id))
-    return NULL;
+    {
+      *counters_line = take_counters (self, parsed);
+      return NULL;
+    }
   g_variant_lookup (parsed, "reason", "&s", &reason);
   entry = entry_new (time, event, namespace_, id, reason);
   entry->has_pid = g_variant_lookup (parsed, "pid", "u", &entry->pid);
@@ -579,18 +619,21 @@ load_file (ShimwatchHistory *self,
   lines = g_strsplit (contents, "\n", -1);
   for (guint i = 0; lines[i] != NULL; i++)
     {
+      gboolean counters_line;
       Entry *entry;
 
       if (lines[i][0] == '\0')
         continue;
-      entry = parse_line (lines[i]);
+      entry = parse_line (self, lines[i], &counters_line);
       if (entry != NULL)
         keep (self, entry);
-      else
+      else if (!counters_line)
         (*broken)++;
     }
 }
 
+/* the key file "counters" an earlier version kept the counters in (and replaced at each
+ * batch); what the history's lines say counts where it is more */
 static void
 load_counters (ShimwatchHistory *self)
 {
@@ -617,7 +660,7 @@ load_counters (ShimwatchHistory *self)
           g_clear_error (&error);
           continue;
         }
-      *fields[i] = value;
+      *fields[i] = MAX (*fields[i], value);
     }
 }
 
@@ -642,6 +685,9 @@ shimwatch_history_new (const char *dir,
       load_file (self, self->rotated_path, &broken);
       load_file (self, self->path, &broken);
       load_counters (self);
+      /* the lines of counters read are in the files an earlier run wrote: this run's
+       * "history" is to have its own before it is rotated */
+      self->counters_owed = TRUE;
       if (broken > 0)
         g_warning ("history: skipped %u unreadable lines in %s", broken, dir);
     }

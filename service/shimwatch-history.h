@@ -8,8 +8,13 @@
  * Both live in memory and under a directory (the state directory):
  *   history, history.1  one event per line, in GVariant text format (a{sv}); "history" is
  *                       appended to and renamed to "history.1" once it passes its size
- *                       limit, so the two files never hold much more than twice that;
- *   counters            a key file, replaced atomically.
+ *                       limit, so the two files never hold much more than twice that.
+ *                       The counters are a line of their own (an a{sv} of
+ *                       DisconnectCount, ReapCount and CleanupFailureCount) appended with
+ *                       a batch that changed them, and with the first batch of each run
+ *                       and after each rotation: the newest counts;
+ *   counters            the key file an earlier version kept them in: read, no longer
+ *                       written.
  * Nothing is written on the caller's path: shimwatch_history_add() and
  * shimwatch_history_set_counters() only queue, and a single writer thread writes the
  * queued lines in batches a little later. A history write never delays a signal. A lost

@@ -5,10 +5,15 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "shimwatch-history.h"
 #include "shimwatch-test-malloc.h"
+#include "shimwatch-test-seccomp.h"
 
 typedef struct {
   char *dir;
@@ -315,6 +320,155 @@ test_rotation (Fixture       *fixture,
   }
 }
 
+static ShimwatchCounters
+counters_of_run (guint64 n)
+{
+  return (ShimwatchCounters) { .disconnects = n, .reaps = n + 1, .cleanup_failures = n / 2 };
+}
+
+static void
+assert_counters (ShimwatchHistory        *history,
+                 const ShimwatchCounters *expected)
+{
+  ShimwatchCounters loaded = { 0 };
+
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpuint (loaded.disconnects, ==, expected->disconnects);
+  g_assert_cmpuint (loaded.reaps, ==, expected->reaps);
+  g_assert_cmpuint (loaded.cleanup_failures, ==, expected->cleanup_failures);
+}
+
+#if defined(__x86_64__)
+static volatile gint n_syncs;
+static volatile gint n_renames;
+
+/* SIGSYS of the seccomp filter: fsync(2) and fdatasync(2) counted and done as
+ * sync_file_range(2), rename(2) and renameat(2) counted and done as renameat2(2) */
+static void
+count_sync (int        sig,
+            siginfo_t *info,
+            void      *context)
+{
+  ucontext_t *uc = context;
+  greg_t *regs = uc->uc_mcontext.gregs;
+  int saved_errno = errno;
+  long result;
+
+  if (info->si_syscall == __NR_fsync || info->si_syscall == __NR_fdatasync)
+    {
+      g_atomic_int_inc (&n_syncs);
+      result = syscall (__NR_sync_file_range, (int) regs[REG_RDI], (off_t) 0, (off_t) 0,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                        SYNC_FILE_RANGE_WAIT_AFTER);
+    }
+  else if (info->si_syscall == __NR_rename)
+    {
+      g_atomic_int_inc (&n_renames);
+      result = syscall (__NR_renameat2, AT_FDCWD, (const char *) regs[REG_RDI], AT_FDCWD,
+                        (const char *) regs[REG_RSI], 0);
+    }
+  else
+    {
+      g_atomic_int_inc (&n_renames);
+      result = syscall (__NR_renameat2, (int) regs[REG_RDI], (const char *) regs[REG_RSI],
+                        (int) regs[REG_RDX], (const char *) regs[REG_R10], 0);
+    }
+  regs[REG_RAX] = result < 0 ? -errno : result;
+  errno = saved_errno;
+}
+#endif
+
+/* The counters were a key file of their own, replaced atomically and durably by each
+ * batch that changed them (two at each death): two fsyncs, a rename and four more calls
+ * per batch beside the events' one fdatasync, more than the events' write itself in a
+ * mass death. They are a line of the history file now: a batch of a death's events and
+ * its counters is one write and one fdatasync, and nothing is renamed. */
+static void
+test_counters_one_sync_per_batch (Fixture      *fixture,
+                                  gconstpointer data)
+{
+#if defined(__x86_64__)
+  const long calls[] = { __NR_fsync, __NR_fdatasync, __NR_rename, __NR_renameat };
+  g_autoptr(ShimwatchHistory) history = NULL;
+  g_autoptr(GVariant) all = NULL;
+  ShimwatchCounters counters = { 0 };
+
+  /* before the history's writer thread starts: it inherits the filter */
+  if (!shimwatch_test_trap_under_filter (calls, G_N_ELEMENTS (calls), count_sync))
+    return;
+  history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  for (guint round = 1; round <= 3; round++)
+    {
+      g_autofree char *id = g_strdup_printf ("dead%u", round);
+
+      add (history, "disconnected", "default", id, round);
+      add (history, "exit", "default", id, round);
+      counters = counters_of_run (round);
+      shimwatch_history_set_counters (history, &counters);
+      add (history, "delete", "default", id, round);
+      shimwatch_history_sync (history);
+      g_assert_cmpint (g_atomic_int_get (&n_syncs), ==, round);
+      g_assert_cmpint (g_atomic_int_get (&n_renames), ==, 0);
+    }
+  g_clear_object (&history);
+
+  /* events and counters come back */
+  history = shimwatch_history_new (fixture->dir, 100, 1 << 20);
+  all = g_variant_ref_sink (shimwatch_history_query (history, NULL, NULL, 0));
+  g_assert_cmpuint (g_variant_n_children (all), ==, 9);
+  assert_counters (history, &counters);
+#else
+  g_test_skip ("the fsync(2) counter is written for x86_64");
+#endif
+}
+
+/* The counters' line, written with the batches that change them, is written again into
+ * "history" after a rotation and in the first batch of a run, so that the rotation after
+ * next does not take the last of them away: counters changed once, then batches that
+ * rotate the file several times over, in this run and the next, leave them as they were.
+ * An earlier version's key file is still read. */
+static void
+test_counters_survive_rotations (Fixture      *fixture,
+                                 gconstpointer data)
+{
+  g_autofree char *rotated = g_build_filename (fixture->dir, "history.1", NULL);
+  g_autofree char *key_file = g_build_filename (fixture->dir, "counters", NULL);
+  g_autoptr(ShimwatchHistory) history = NULL;
+  ShimwatchCounters counters = counters_of_run (7);
+  ShimwatchCounters older = { .disconnects = 9, .reaps = 1, .cleanup_failures = 0 };
+
+  history = shimwatch_history_new (fixture->dir, 100, 512);
+  shimwatch_history_set_counters (history, &counters);
+  shimwatch_history_sync (history);
+  for (guint run = 0; run < 3; run++)
+    {
+      for (guint round = 0; round < 4; round++)
+        {
+          /* each batch is more than the limit: each rotates the file */
+          for (guint i = 0; i < 6; i++)
+            {
+              g_autofree char *id = g_strdup_printf ("task%u-%u-%u", run, round, i);
+
+              add (history, "create", "default", id, i);
+            }
+          shimwatch_history_sync (history);
+        }
+      g_assert_true (g_file_test (rotated, G_FILE_TEST_EXISTS));
+      g_clear_object (&history);
+      history = shimwatch_history_new (fixture->dir, 100, 512);
+      assert_counters (history, &counters);
+    }
+  g_clear_object (&history);
+
+  /* a key file of an earlier version: each counter is the larger of it and the lines */
+  g_assert_true (g_file_set_contents (key_file, "[Counters]\nDisconnectCount=9\nReapCount=1\n"
+                                                "CleanupFailureCount=0\n", -1, NULL));
+  history = shimwatch_history_new (fixture->dir, 100, 512);
+  older.reaps = counters.reaps;
+  older.cleanup_failures = counters.cleanup_failures;
+  assert_counters (history, &older);
+}
+
 static void
 test_unwritable_dir (void)
 {
@@ -448,6 +602,10 @@ main (int    argc,
   g_test_add ("/history/rotation", Fixture, NULL, fixture_set_up, test_rotation,
               fixture_tear_down);
   g_test_add_func ("/history/unwritable-dir", test_unwritable_dir);
+  g_test_add ("/history/counters-one-sync-per-batch", Fixture, NULL, fixture_set_up,
+              test_counters_one_sync_per_batch, fixture_tear_down);
+  g_test_add ("/history/counters-survive-rotations", Fixture, NULL, fixture_set_up,
+              test_counters_survive_rotations, fixture_tear_down);
 #ifdef SHIMWATCH_TEST_MALLOC_COUNT
   g_test_add ("/history/one-allocation-per-event", Fixture, NULL, fixture_set_up,
               test_one_allocation_per_event, fixture_tear_down);
