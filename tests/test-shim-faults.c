@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <glib/gstdio.h>
 
@@ -303,6 +304,70 @@ test_normal (Fixture       *fx,
   g_assert_cmpuint (pid, >, 0);
 }
 
+/* the voluntary context switches of @pid so far, once it sleeps in poll(2) (its
+ * /proc/PID/syscall starts with poll's number): each later one is a wake-up */
+static guint64
+sleeps_in_poll (guint32 pid)
+{
+  g_autofree char *syscall_path = g_strdup_printf ("/proc/%u/syscall", pid);
+  g_autofree char *status_path = g_strdup_printf ("/proc/%u/status", pid);
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  g_autofree char *status = NULL;
+  const char *line;
+
+  for (;;)
+    {
+      g_autofree char *current = NULL;
+
+      g_assert_true (g_file_get_contents (syscall_path, &current, NULL, NULL));
+      if (g_str_has_prefix (current, G_STRINGIFY (__NR_poll) " "))
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (1000);
+    }
+  g_assert_true (g_file_get_contents (status_path, &status, NULL, NULL));
+  line = strstr (status, "\nvoluntary_ctxt_switches:");
+  g_assert_nonnull (line);
+  return g_ascii_strtoull (line + strlen ("\nvoluntary_ctxt_switches:"), NULL, 10);
+}
+
+/* An idle test shim sleeps until something happens to it, as a real shim does: the
+ * bench's scale scenario runs 1,000 of them beside the service, and a wake-up of each on
+ * a clock (it polled with a 1 s timeout) was a load growing with their number. Over a few
+ * seconds with nothing sent and its container alive, the server does not wake once. */
+static void
+test_idle_server_sleeps (Fixture      *fx,
+                         gconstpointer data)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(ShimwatchShimHandle) handle = NULL;
+  g_autoptr(GError) error = NULL;
+  ShimwatchCreateParams params = { .id = "t1" };
+  guint32 pid = 0;
+  guint64 before;
+
+  prepare (fx, "normal");
+  shimwatch_launcher_start_async (fx->launcher, fx->shim_binary, NS, "t1", fx->task_dir,
+                                  shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 10000);
+  handle = shimwatch_launcher_start_finish (fx->launcher, result, &error);
+  g_assert_no_error (error);
+  g_clear_object (&result);
+  params.bundle = fx->task_dir;
+  shimwatch_task_client_create_async (handle->client, &params, 2000,
+                                      shimwatch_test_store_result, &result);
+  shimwatch_test_wait_result (&result, 5000);
+  g_assert_true (shimwatch_task_client_create_finish (handle->client, result, &pid, &error));
+  g_assert_no_error (error);
+
+  before = sleeps_in_poll (handle->shim_pid);
+  /* not a synchronisation: a window in which the old server woke three times (at least
+   * twice however loaded the machine), and the new one, whatever the load, never */
+  g_usleep (3 * G_USEC_PER_SEC);
+  g_assert_cmpuint (sleeps_in_poll (handle->shim_pid), ==, before);
+  g_assert_false (shimwatch_test_process_is_dead (pid));
+}
+
 static void
 test_garbage_frames (Fixture       *fx,
                      gconstpointer  data)
@@ -491,6 +556,7 @@ main (int    argc,
 
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("/shim-faults/normal", test_normal);
+  ADD ("/shim-faults/idle-server-sleeps", test_idle_server_sleeps);
   ADD ("/shim-faults/start-process", test_start_process);
   ADD ("/shim-faults/garbage-frames", test_garbage_frames);
   ADD ("/shim-faults/oversize-frame", test_oversize_frame);
