@@ -8,10 +8,18 @@
  * tick every max (interval / N, min-tick) checks the next slice of the ring, so every
  * target is checked once per interval and a tick checks about N × tick / interval of them.
  * The answers are not awaited one by one (SHIMWATCH_TTRPC_CALL_DEFERRED): they wait in
- * their sockets and the next tick collects them all, so N shims cost one main-loop wakeup
- * per tick, not one per answer. A check not answered within its deadline (read first what
- * arrived) makes the target unresponsive; its next answered check makes it responsive
- * again. A closed connection gives no verdict: the shim's disconnect path has it.
+ * their sockets and the next tick reads them, so N shims cost one main-loop wakeup per
+ * tick, not one per answer. The deadline is the scheduler's too, not a timer per check
+ * (..._CALL_CALLER_DEADLINE): the checks run in the order they started, so the oldest one's
+ * deadline is the only one the timer waits for. A check not answered within its deadline
+ * (read first what arrived) makes the target unresponsive; its next answered check makes
+ * it responsive again. A closed connection gives no verdict: the shim's disconnect path
+ * has it. A removed target's check ends when its connection reads the answer or closes.
+ *
+ * A tick's work is done SHIMWATCH_HEALTH_CHECKS_PER_DISPATCH checks at a time: each check
+ * sent wakes a shim, which may take this thread's CPU for a while, and a death that comes
+ * during the tick must not wait for all of them. The rest of the tick follows at once, at
+ * a priority below the shims' events, in main-loop iterations that do not sleep.
  *
  * Under load ticks may come late; the checks then come late with them rather than in a
  * burst. Interval 0: no checks at all.
@@ -28,6 +36,9 @@ G_BEGIN_DECLS
 #define SHIMWATCH_HEALTH_TIMEOUT_MS 5000
 /* the shortest tick, so that even many shims cost at most one wakeup per second */
 #define SHIMWATCH_HEALTH_MIN_TICK_MS 1000
+/* one dispatch of the timer sends at most this many checks and reads at most this many
+ * answers (or deadlines), whatever the number of targets */
+#define SHIMWATCH_HEALTH_CHECKS_PER_DISPATCH 20
 
 #define SHIMWATCH_TYPE_HEALTH_SCHEDULER (shimwatch_health_scheduler_get_type ())
 G_DECLARE_FINAL_TYPE (ShimwatchHealthScheduler, shimwatch_health_scheduler, SHIMWATCH,

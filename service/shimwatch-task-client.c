@@ -146,7 +146,8 @@ shimwatch_task_client_connect_async (ShimwatchTaskClient *self,
         shimwatch_wire_encode_connect_request (self->id), timeout_ms, TRUE, callback, user_data);
 }
 
-/* a health check: Connect, its answer collected with the others (SHIMWATCH_TTRPC_CALL_DEFERRED) */
+/* a health check: Connect, its answer collected with the others (SHIMWATCH_TTRPC_CALL_DEFERRED),
+ * its deadline kept by the caller with those of the others (..._CALLER_DEADLINE) */
 void
 shimwatch_task_client_probe_async (ShimwatchTaskClient *self,
                                    guint                timeout_ms,
@@ -157,7 +158,8 @@ shimwatch_task_client_probe_async (ShimwatchTaskClient *self,
   g_return_if_fail (timeout_ms > 0);
   call_full (self, shimwatch_task_client_probe_async, "Connect",
              shimwatch_wire_encode_connect_request (self->id), timeout_ms, TRUE,
-             SHIMWATCH_TTRPC_CALL_DEFERRED, callback, user_data);
+             SHIMWATCH_TTRPC_CALL_DEFERRED | SHIMWATCH_TTRPC_CALL_CALLER_DEADLINE,
+             callback, user_data);
 }
 
 gboolean

@@ -33,7 +33,8 @@ gboolean shimwatch_task_client_connect_finish (ShimwatchTaskClient         *self
                                                guint32                     *task_pid,
                                                GError                     **error);
 /* Probe: Connect as a health check; the answer is not awaited promptly: it is read with
- * shimwatch_ttrpc_collect() on the client's connection, or at the deadline (timeout_ms > 0) */
+ * shimwatch_ttrpc_collect() on the client's connection. No timer of its own: the caller
+ * ends it at its deadline (timeout_ms > 0) with shimwatch_ttrpc_expire_deferred() */
 void     shimwatch_task_client_probe_async    (ShimwatchTaskClient         *self,
                                                guint                        timeout_ms,
                                                GAsyncReadyCallback          callback,

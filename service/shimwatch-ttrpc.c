@@ -58,9 +58,10 @@ G_DEFINE_TYPE (ShimwatchTtrpc, shimwatch_ttrpc, G_TYPE_OBJECT)
 G_DEFINE_QUARK (shimwatch-ttrpc-error-quark, shimwatch_ttrpc_error)
 
 typedef struct {
-  guint32   stream_id;
-  gboolean  deferred;
-  GSource  *timeout_source;
+  guint32  stream_id;
+  gboolean deferred;
+  gboolean caller_deadline;   /* no timeout_source: shimwatch_ttrpc_expire_deferred() */
+  GSource *timeout_source;
 } CallData;
 
 static void
@@ -561,6 +562,45 @@ shimwatch_ttrpc_collect (ShimwatchTtrpc *self)
   read_input (self);
 }
 
+void
+shimwatch_ttrpc_expire_deferred (ShimwatchTtrpc *self)
+{
+  g_autoptr(ShimwatchTtrpc) keep = NULL;
+  g_autoptr(GArray) expired = NULL;
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_return_if_fail (SHIMWATCH_IS_TTRPC (self));
+
+  if (self->closed)
+    return;
+  keep = g_object_ref (self);
+  /* an answer that arrived, unread, counts */
+  shimwatch_ttrpc_collect (self);
+  /* what is still pending after that read: a connection has one or two calls at a time */
+  expired = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_hash_table_iter_init (&iter, self->pending);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    {
+      CallData *data = g_task_get_task_data (value);
+
+      if (data->caller_deadline)
+        g_array_append_val (expired, data->stream_id);
+    }
+  for (guint i = 0; i < expired->len && !self->closed; i++)
+    {
+      guint32 stream_id = g_array_index (expired, guint32, i);
+      GTask *task = g_hash_table_lookup (self->pending, GUINT_TO_POINTER (stream_id));
+
+      if (task == NULL)
+        continue;
+      /* the connection stays up; a late answer is dropped as an inactive stream */
+      fail_pending (self, stream_id,
+                    g_error_new (SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_DEADLINE_EXCEEDED,
+                                 "%s: no answer within its deadline", g_task_get_name (task)));
+    }
+}
+
 static gboolean
 call_timeout_cb (gpointer user_data)
 {
@@ -619,6 +659,8 @@ shimwatch_ttrpc_call_full_async (ShimwatchTtrpc          *self,
   g_return_if_fail (service != NULL && method != NULL);
   /* a deferred answer is read at the latest at the deadline: there must be one */
   g_return_if_fail (!(flags & SHIMWATCH_TTRPC_CALL_DEFERRED) || timeout_ms > 0);
+  g_return_if_fail (!(flags & SHIMWATCH_TTRPC_CALL_CALLER_DEADLINE) ||
+                    (flags & SHIMWATCH_TTRPC_CALL_DEFERRED));
 
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, shimwatch_ttrpc_call_async);
@@ -665,11 +707,12 @@ shimwatch_ttrpc_call_full_async (ShimwatchTtrpc          *self,
   data = g_new0 (CallData, 1);
   data->stream_id = self->next_stream_id;
   data->deferred = (flags & SHIMWATCH_TTRPC_CALL_DEFERRED) != 0;
+  data->caller_deadline = (flags & SHIMWATCH_TTRPC_CALL_CALLER_DEADLINE) != 0;
   self->next_stream_id += 2;
   g_task_set_task_data (task, data, (GDestroyNotify) call_data_free);
   /* the deadline is kept where the answer is delivered: the caller's thread-default
    * context, which is not the global default one in a thread of its own */
-  if (timeout_ms > 0)
+  if (timeout_ms > 0 && !data->caller_deadline)
     {
       data->timeout_source = g_timeout_source_new (timeout_ms);
       g_source_set_callback (data->timeout_source, call_timeout_cb, task, NULL);

@@ -64,6 +64,11 @@ typedef enum {
    * or any other input on the connection reads it. For periodic checks of many peers that
    * are collected together. The peer's hang-up is still seen at once. */
   SHIMWATCH_TTRPC_CALL_DEFERRED = 1 << 0,
+  /* With DEFERRED: the connection keeps no timer for the deadline (timeout_ms still goes
+   * to the peer); the caller, which keeps one deadline for many such calls, ends them with
+   * shimwatch_ttrpc_expire_deferred(). A timer per call would add a GSource to the main
+   * context per check, and every main-loop iteration walks them all. */
+  SHIMWATCH_TTRPC_CALL_CALLER_DEADLINE = 1 << 1,
 } ShimwatchTtrpcCallFlags;
 
 void            shimwatch_ttrpc_call_async          (ShimwatchTtrpc               *self,
@@ -105,6 +110,9 @@ void            shimwatch_ttrpc_set_priority        (ShimwatchTtrpc             
 
 /* Reads, now, what the peer has sent: the answers of DEFERRED calls that arrived */
 void            shimwatch_ttrpc_collect             (ShimwatchTtrpc               *self);
+/* Their deadline passed: reads what arrived (an answer that came counts), then fails every
+ * CALLER_DEADLINE call still pending with SHIMWATCH_GRPC_DEADLINE_EXCEEDED */
+void            shimwatch_ttrpc_expire_deferred     (ShimwatchTtrpc               *self);
 
 void            shimwatch_ttrpc_close               (ShimwatchTtrpc               *self);
 gboolean        shimwatch_ttrpc_is_closed           (ShimwatchTtrpc               *self);

@@ -570,6 +570,114 @@ test_last_target_gone_wakes_nobody (void)
   g_main_context_pop_thread_default (context);
 }
 
+/* the sources attached to @context: the ids of a fresh context count up from 1 */
+static guint
+count_sources (GMainContext *context)
+{
+  g_autoptr(GSource) probe = g_idle_source_new ();
+  guint last = g_source_attach (probe, context), n = 0;
+
+  g_source_destroy (probe);
+  for (guint id = 1; id < last; id++)
+    if (g_main_context_find_source_by_id (context, id) != NULL)
+      n++;
+  return n;
+}
+
+static void
+free_fleet (FakeShim **shims,
+            guint      n)
+{
+  GMainContext *context = g_main_context_get_thread_default ();
+
+  for (guint i = 0; i < n; i++)
+    fake_shim_free (shims[i]);
+  while (g_main_context_iteration (context, FALSE))
+    ;
+}
+
+/* 100 shims, one tick a second that checks all of them: no dispatch of the timer starts
+ * more than SHIMWATCH_HEALTH_CHECKS_PER_DISPATCH checks (a death coming during the tick
+ * waits for no more than that), and every one is still checked in each tick, answered and
+ * read. Counted per main-loop iteration, each of which dispatches the timer once at most. */
+static void
+test_checks_per_dispatch_bounded (void)
+{
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  g_autoptr(ShimwatchHealthScheduler) scheduler = NULL;
+  FakeShim *shims[100];
+  Fleet fleet = { shims, G_N_ELEMENTS (shims), 2 };
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  guint64 most = 0, iterations_with_checks = 0;
+
+  g_main_context_push_thread_default (context);
+  scheduler = shimwatch_health_scheduler_new (1000, 30000);
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    shims[i] = fake_shim_new (scheduler, i);
+  g_assert_cmpuint (shimwatch_health_scheduler_get_tick_ms (scheduler), ==, 1000);
+
+  while (!all_checked (&fleet))
+    {
+      guint64 before = shimwatch_health_scheduler_get_n_checks (scheduler);
+      guint64 started;
+
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (context, TRUE);
+      started = shimwatch_health_scheduler_get_n_checks (scheduler) - before;
+      most = MAX (most, started);
+      if (started > 0)
+        iterations_with_checks++;
+    }
+  g_test_message ("200 checks in %" G_GUINT64_FORMAT " iterations, at most %" G_GUINT64_FORMAT
+                  " in one", iterations_with_checks, most);
+  g_assert_cmpuint (most, >, 0);
+  g_assert_cmpuint (most, <=, SHIMWATCH_HEALTH_CHECKS_PER_DISPATCH);
+  /* each tick checked every shim: two ticks for the two rounds, and the answers read */
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    {
+      g_assert_cmpuint (shims[i]->verdicts, ==, 0);
+      g_assert_cmpuint (g_array_index (shims[i]->ticks, guint64, 1), ==,
+                        g_array_index (shims[i]->ticks, guint64, 0) + 1);
+    }
+  free_fleet (shims, G_N_ELEMENTS (shims));
+  g_clear_object (&scheduler);
+  g_main_context_pop_thread_default (context);
+}
+
+/* 40 hung shims, all checked at once: their checks wait for one deadline, the scheduler's,
+ * not for a timeout source each in the main context (each of which every iteration of the
+ * main loop walks) */
+static void
+test_one_deadline_for_all (void)
+{
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  g_autoptr(ShimwatchHealthScheduler) scheduler = NULL;
+  FakeShim *shims[40];
+  Fleet fleet = { shims, G_N_ELEMENTS (shims), 1 };
+  guint before, after;
+
+  g_main_context_push_thread_default (context);
+  scheduler = shimwatch_health_scheduler_new (1000, 30000);
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    {
+      shims[i] = fake_shim_new (scheduler, i);
+      shims[i]->hung = TRUE;
+    }
+  while (g_main_context_iteration (context, FALSE))
+    ;
+  before = count_sources (context);
+  run_until (all_checked, &fleet, 60);
+  after = count_sources (context);
+  g_test_message ("%u sources before the checks, %u while 40 wait for their answers", before,
+                  after);
+  g_assert_cmpuint (after, <=, before + 1);
+  for (guint i = 0; i < G_N_ELEMENTS (shims); i++)
+    g_assert_cmpuint (shims[i]->verdicts, ==, 0);
+  free_fleet (shims, G_N_ELEMENTS (shims));
+  g_clear_object (&scheduler);
+  g_main_context_pop_thread_default (context);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -583,6 +691,9 @@ main (int    argc,
   g_test_add_func ("/health-scheduler/close-and-remove", test_close_and_remove);
   g_test_add_func ("/health-scheduler/last-target-gone-wakes-nobody",
                    test_last_target_gone_wakes_nobody);
+  g_test_add_func ("/health-scheduler/checks-per-dispatch-bounded",
+                   test_checks_per_dispatch_bounded);
+  g_test_add_func ("/health-scheduler/one-deadline-for-all", test_one_deadline_for_all);
   g_test_add_func ("/ttrpc/deferred-answer-wakes-nobody", test_deferred_answer_wakes_nobody);
   g_test_add_func ("/ttrpc/timeout-in-own-context", test_timeout_in_own_context);
 
