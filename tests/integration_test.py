@@ -91,7 +91,7 @@ def process_dead(pid):
     return stat[stat.rindex(")") + 2] in "ZX"
 
 
-def wait_until(predicate, timeout=5.0, what="condition"):
+def wait_until(predicate, timeout=15.0, what="condition"):
     context = GLib.MainContext.default()
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -495,7 +495,7 @@ class SeedTests(ShimwatchTestCase):
         shim_pid = self.prop(path, "ShimPid")
         task_pid = self.prop(path, "TaskPid")
         sock = self.socket_of(path)
-        wait_until(lambda: self.signals.named("TaskExit", id="exits"), 5, "TaskExit(3)")
+        wait_until(lambda: self.signals.named("TaskExit", id="exits"), 15, "TaskExit(3)")
         self.assertEqual(self.prop(path, "Status"), "stopped")
         self.assertEqual(self.prop(path, "ExitStatus"), 3)
 
@@ -553,7 +553,12 @@ class SeedTests(ShimwatchTestCase):
                           self.socket_of(path)) for task_id, path in pending.items()}
         self.assertEqual(self.prop(MANAGER_PATH, "ShimCount", MANAGER), 20)
 
-        pump(0.5)          # the creates' own messages are out
+        # the creates' own messages are out: the counters' last PropertiesChanged (sent at
+        # most every 250 ms) has told ShimCount 20, so none of them falls in the window below
+        wait_until(lambda: any(e[0] == "PropertiesChanged" and e[1] == MANAGER_PATH and
+                               e[2][1].get("ShimCount") == 20 for e in self.signals.log), 15,
+                   "PropertiesChanged with ShimCount 20")
+        pump(0.5)
         first = len(self.signals.log)
         killed = time.monotonic()
         for path, shim_pid, task_pid, sock in info.values():
@@ -615,8 +620,8 @@ class NormalPathTests(ShimwatchTestCase):
 
         self.assert_dbus_error("BadState", self.call, path, SHIM, "Delete")
         self.call(path, SHIM, "Kill", "(ub)", (9, False))
-        wait_until(lambda: self.signals.named("TaskExit", id="normal"), 5, "TaskExit")
-        wait_until(lambda: self.prop(path, "Status") == "stopped", 2, "Status stopped")
+        wait_until(lambda: self.signals.named("TaskExit", id="normal"), 15, "TaskExit")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 15, "Status stopped")
         status, exited_at = self.call(path, SHIM, "Delete")
         self.assertEqual(status, 137)
         self.assertGreater(exited_at, 0)
@@ -638,7 +643,7 @@ class NormalPathTests(ShimwatchTestCase):
         self.assertEqual(self.prop(path, "Status"), "created")
         pid = self.call(path, SHIM, "Start")[0]
         self.assertEqual(pid, self.prop(path, "TaskPid"))
-        wait_until(lambda: self.prop(path, "Status") == "running", 2, "running")
+        wait_until(lambda: self.prop(path, "Status") == "running", 15, "running")
         self.assertEqual(self.call(MANAGER_PATH, MANAGER, "GetShim", "(ss)", ("default", "idle")),
                          (path,))
 
@@ -676,7 +681,7 @@ class CgroupTests(ShimwatchTestCase):
 
         # Kill(all) reaches the task's own cgroup, and nothing of the other namespace
         self.call(paths["default"], SHIM, "Kill", "(ub)", (9, True))
-        wait_until(lambda: self.signals.named("TaskExit", namespace="default"), 5, "TaskExit")
+        wait_until(lambda: self.signals.named("TaskExit", namespace="default"), 15, "TaskExit")
         pump(0.5)
         self.assertFalse(process_dead(pids["another-ns"]))
         self.assertEqual(self.prop(paths["another-ns"], "Status"), "running")
@@ -814,7 +819,7 @@ class CgroupTests(ShimwatchTestCase):
         cgroup = self.prop(path, "CgroupPath")
         shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
         sock = self.socket_of(path)
-        wait_until(lambda: len(cgroup_pids(cgroup)) >= 3, 5, "sh and its two sleeps")
+        wait_until(lambda: len(cgroup_pids(cgroup)) >= 3, 15, "sh and its two sleeps")
         members = cgroup_pids(cgroup)
         self.assertIn(task_pid, members)
         bystander = subprocess.Popen(["sleep", "1000"], cwd=self.task_dir("default", "forks"))
@@ -858,8 +863,8 @@ class RuncV1Tests(ShimwatchTestCase):
         task_pid = self.prop(path, "TaskPid")
         sock = self.socket_of(path)
         self.call(path, SHIM, "Kill", "(ub)", (9, False))
-        wait_until(lambda: self.signals.named("TaskExit", id="v1normal"), 5, "TaskExit")
-        wait_until(lambda: self.prop(path, "Status") == "stopped", 2, "Status stopped")
+        wait_until(lambda: self.signals.named("TaskExit", id="v1normal"), 15, "TaskExit")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 15, "Status stopped")
         self.assertEqual(self.call(path, SHIM, "Delete")[0], 137)
         wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 10,
                    "the object to be removed")
@@ -1394,7 +1399,11 @@ class CallerAccessTests(ShimwatchTestCase):
 
 class ReapTests(ShimwatchTestCase):
     def test_reap_during_create_touches_nothing(self):
-        """A Reap racing the task's CreateTask gets BadState; the create completes."""
+        """A Reap while the task's CreateTask is under way gets BadState and changes nothing;
+        the create then completes. The test shim holds its Create until the test opens the
+        gate, so the Reap lands inside the create every time."""
+        bundle = self.make_bundle("gated", ["sleep", "100000"],
+                                  {"org.shimwatch.test.mode": "gate-create"})
         created = {}
 
         def done(connection, result, _):
@@ -1403,19 +1412,24 @@ class ReapTests(ShimwatchTestCase):
             except GLib.Error as e:
                 created["error"] = e
         self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "CreateTask",
-                      GLib.Variant("(sssa{sv})", ("default", "racing", self.bundle, {})), None,
-                      Gio.DBusCallFlags.NONE, 30000, None, done, None)
-        # the create is under way once its task directory exists
-        wait_until(lambda: os.path.isdir(self.task_dir("default", "racing")), 5, "the create")
-        if "path" not in created:
-            try:
-                self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "racing", {}))
-                self.assertIn("path", created, "Reap succeeded on a task still being created")
-            except GLib.Error as e:
-                self.assertEqual(Gio.DBusError.get_remote_error(e), ERROR + "BadState", e.message)
-        wait_until(lambda: created, 10, "CreateTask to return")
+                      GLib.Variant("(sssa{sv})", ("faults", "racing", bundle,
+                                                  {"runtime": GLib.Variant("s", TEST_RUNTIME)})),
+                      None, Gio.DBusCallFlags.NONE, 60000, None, done, None)
+        task_dir = self.task_dir("faults", "racing")
+        wait_until(lambda: os.path.exists(os.path.join(task_dir, "create-waiting")), 30,
+                   "the shim to receive Create")
+        self.assert_dbus_error("BadState", self.call, MANAGER_PATH, MANAGER, "Reap",
+                               "(ssa{sv})", ("faults", "racing", {}))
+        pump(0.2)
+        self.assertEqual(created, {}, "CreateTask returned while the shim held its Create")
+        self.assertEqual(self.prop(MANAGER_PATH, "ReapCount", MANAGER), 0)
+        self.assertTrue(os.path.isdir(task_dir))
+        with open(os.path.join(task_dir, "create-gate"), "w"):
+            pass
+        wait_until(lambda: created, 30, "CreateTask to return")
         self.assertIn("path", created, created)
         self.assertEqual(self.prop(created["path"], "Status"), "running")
+        self.assertGreater(self.prop(created["path"], "TaskPid"), 0)
         self.assertEqual([e for e in self.signals.log
                           if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
 
@@ -1926,10 +1940,10 @@ class RestartTests(ShimwatchTestCase):
                           if e[0] in ("ShimDisconnected", "TaskExit", "TaskDelete")], [])
         # the shims still talk to us: Kill gives a forwarded TaskExit, Delete works
         self.call(paths[0], SHIM, "Kill", "(ub)", (9, False))
-        wait_until(lambda: self.signals.named("TaskExit", id="keep0"), 5, "forwarded TaskExit")
-        wait_until(lambda: self.prop(paths[0], "Status") == "stopped", 2, "stopped")
+        wait_until(lambda: self.signals.named("TaskExit", id="keep0"), 15, "forwarded TaskExit")
+        wait_until(lambda: self.prop(paths[0], "Status") == "stopped", 15, "stopped")
         self.assertEqual(self.call(paths[0], SHIM, "Delete")[0], 137)
-        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[0]), 5, "removal")
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[0]), 15, "removal")
         self.assertEqual(self.counts("default", "keep0"),
                          {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 1})
         # and a shim that dies now is cleaned up as ever
@@ -1989,7 +2003,7 @@ class RestartTests(ShimwatchTestCase):
         self.assertEqual(replies["reap"], (137,), replies["reap"])
         self.assertIsInstance(replies["pids"], tuple, replies["pids"])
         self.assertIn(before[paths[2]]["TaskPid"], replies["pids"][0])
-        wait_until(lambda: self.signals.named("TaskExit", id="early0"), 5, "forwarded TaskExit")
+        wait_until(lambda: self.signals.named("TaskExit", id="early0"), 15, "forwarded TaskExit")
         self.assertEqual(self.counts("default", "early0"),
                          {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 0})
         wait_until(lambda: self.signals.named("InterfacesRemoved", path=paths[1]), 10,
@@ -2065,7 +2079,7 @@ class RestartTests(ShimwatchTestCase):
         path = self.create_task("default", "three", bundle)
         shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
         sock = self.socket_of(path)
-        wait_until(lambda: self.signals.named("TaskExit", id="three"), 5, "TaskExit(3)")
+        wait_until(lambda: self.signals.named("TaskExit", id="three"), 15, "TaskExit(3)")
         self.kill_daemon()
         os.kill(shim_pid, signal.SIGKILL)
         self.start_daemon()
@@ -2129,17 +2143,17 @@ class RestartTests(ShimwatchTestCase):
         self.start_daemon(SHIMWATCH_TEST_CRASH_AT="deleted")
         self.wait_loaded([path])
         self.call(path, SHIM, "Kill", "(ub)", (9, False))
-        wait_until(lambda: self.prop(path, "Status") == "stopped", 5, "stopped")
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 15, "stopped")
         with self.assertRaises(GLib.Error):
             self.call(path, SHIM, "Delete")        # the service aborts after the Delete RPC
         self.wait_daemon_exit()
         self.start_daemon()
         wait_until(lambda: self.signals.named("TaskDelete", container_id="halfway"), 15,
                    "TaskDelete after the restart")
-        wait_until(lambda: not os.path.exists(self.task_dir("default", "halfway")), 5, "cleanup")
+        wait_until(lambda: not os.path.exists(self.task_dir("default", "halfway")), 15, "cleanup")
         self.assertEqual(self.counts("default", "halfway"),
                          {"ShimDisconnected": 0, "TaskExit": 1, "TaskDelete": 1})
-        wait_until(lambda: process_dead(shim_pid), 5, "the shim to exit")
+        wait_until(lambda: process_dead(shim_pid), 15, "the shim to exit")
         self.assert_nothing_left("default", "halfway", sock, task_pid)
 
     def test_broken_marks_keep_the_task(self):
@@ -2315,8 +2329,14 @@ class ChaosTests(ShimwatchTestCase):
             wait_until(lambda: supervised(task_id), 20, f"{task_id} taken over (seed {seed})")
             self.assertEqual(self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
                                        ("chaos", task_id, {})), (137,), f"seed {seed}")
-        wait_until(lambda: all(self.signals.named("TaskDelete", container_id=t) for t in tasks),
-                   30, f"every task to be deleted (seed {seed})")
+        def undeleted():
+            return [t for t in tasks if not self.signals.named("TaskDelete", container_id=t)]
+        try:
+            wait_until(lambda: not undeleted(), 30, "every task to be deleted")
+        except AssertionError:
+            self.log_focus = f"chaos/{undeleted()[0]}"
+            raise AssertionError(f"no TaskDelete in 30 s for {undeleted()} (seed {seed}): "
+                                 f"{[self.signals.for_task('chaos', t) for t in undeleted()]}")
         for task_id, (path, shim_pid, task_pid, sock) in tasks.items():
             events = self.signals.for_task("chaos", task_id)
             exits = sum(1 for e in events if e[0] == "TaskExit")
