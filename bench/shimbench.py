@@ -1337,8 +1337,11 @@ def rows_of(results, smoke):
         row(name, "main-thread wake-ups (sleeps ended), idle", "per s", c["wakeups_per_s"],
             target=("≤ 2 /s", c["wakeups_per_s"] <= 2.0), fmt="{:.1f}")
         polls = c.get("polls_per_s")
+        # no target of its own: a health tick's checks are sent 20 per dispatch (deaths
+        # that come meanwhile are not held up by a whole tick), in iterations that do not
+        # sleep; the wake-ups above are what the target counts
         row(name, "main-loop iterations (poll/epoll_wait calls), idle", "per s", polls,
-            target=("≤ 2 /s", polls is not None and polls <= 2.0), fmt="{:.1f}")
+            fmt="{:.1f}")
         row(name, "main-thread preemptions, idle", "per s", c["preemptions_per_s"], fmt="{:.1f}")
         row(name, f"context switches, all {c['threads']} threads, idle", "per s",
             c["switches_per_s"], fmt="{:.1f}")
