@@ -3,6 +3,9 @@
 
 #include "config.h"
 
+#include <errno.h>
+#include <poll.h>
+
 #include "shimwatch-signal-ledger.h"
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
@@ -20,6 +23,10 @@
  * deaths at once that is one main-loop wake-up per SETTLE_LATE_MS instead of up to one
  * per signal. */
 #define SETTLE_LATE_MS 20
+
+/* how often a filter waiting for room in the bus socket looks whether the connection
+ * closed meanwhile */
+#define ROOM_POLL_MS 1000
 
 typedef struct
 {
@@ -52,6 +59,7 @@ struct _ShimwatchSignalLedger
   gboolean         eager;            /* every settle wakes the main thread (crash points) */
   guint            n_wakeups;        /* (tests) by GDBus's thread */
   GDBusConnection *connection;       /* not owned: the one attached to, while open */
+  int              fd;               /* its socket, or -1: polled by the filter only */
   gboolean         closed;
 };
 
@@ -97,6 +105,7 @@ shimwatch_signal_ledger_new (const char *interface_name)
   ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
   /* a test's crash point after a signal means "right after it went out" */
   ledger->eager = shimwatch_crash_point_any_armed ();
+  ledger->fd = -1;
   return ledger;
 }
 
@@ -259,8 +268,47 @@ settle_locked (ShimwatchSignalLedger *ledger,
 
 /* -- the filter, in GDBus's worker thread ------------------------------------------------ */
 
-/* right before @message is written: wait until its pending mark is durable, then one
- * pwrite of the slot's state byte in the task's marks file */
+/* In GDBus's worker, right before a lifecycle signal's mark says "sent". GDBus writes the
+ * message once the filters returned, without blocking; but on a socket the bus has not
+ * drained, that write waits for room, after the mark: a SIGKILL of the service then loses
+ * a signal whose mark says it went out, and no restart sends it again. So the mark waits
+ * for room instead. A unix socket polls writable once at most a quarter of its send
+ * buffer is queued, and then a lifecycle signal (a few hundred bytes) is taken whole at
+ * once. FALSE: the socket failed or the connection closed; the message will not be
+ * written. */
+static gboolean
+wait_for_room (ShimwatchSignalLedger *ledger,
+               GDBusConnection       *connection,
+               const Entry           *entry)
+{
+  struct pollfd pfd = { .fd = ledger->fd, .events = POLLOUT };
+  gint64 since = g_get_monotonic_time ();
+  gboolean warned = FALSE;
+
+  if (ledger->fd < 0)
+    return TRUE;
+  for (;;)
+    {
+      int n = poll (&pfd, 1, ROOM_POLL_MS);
+
+      if (n > 0)
+        return (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) == 0;
+      if (n < 0 && errno != EINTR)
+        return TRUE;    /* cannot tell: GDBus writes, as it would have */
+      if (g_dbus_connection_is_closed (connection))
+        return FALSE;
+      if (!warned && g_get_monotonic_time () - since >= DURABLE_WAIT_US)
+        {
+          g_warning ("%s of %s waits: the bus has not read from the service for %d s",
+                     entry->member, entry->subject, (int) (DURABLE_WAIT_US / G_USEC_PER_SEC));
+          warned = TRUE;
+        }
+    }
+}
+
+/* right before @message is written: wait until its pending mark is durable and the bus
+ * socket has room for it, then one pwrite of the slot's state byte in the task's marks
+ * file */
 static GDBusMessage *
 outgoing_filter (GDBusConnection *connection,
                  GDBusMessage    *message,
@@ -276,6 +324,7 @@ outgoing_filter (GDBusConnection *connection,
   ShimwatchRecordCommit *commit;
   gint64 deadline;
   gboolean durable;
+  gboolean room;
 
   if (incoming || g_dbus_message_get_message_type (message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
       g_strcmp0 (g_dbus_message_get_interface (message), ledger->interface_name) != 0)
@@ -322,8 +371,13 @@ outgoing_filter (GDBusConnection *connection,
     g_warning ("%s of %s: its record may not survive a crash of the machine: %s",
                entry->member, entry->subject, error->message);
 
+  room = wait_for_room (ledger, connection, entry);
+
   g_mutex_lock (&ledger->mutex);
-  if (!entry->done)
+  if (!entry->done && !room)
+    /* not written: the record keeps saying "pending", and the next start sends it */
+    settle_locked (ledger, entry, FALSE, TRUE);
+  else if (!entry->done)
     {
       /* nothing else between the mark and GDBus's sendmsg(): every instruction there
        * is a moment in which a SIGKILL would lose the signal (settle_cb logs) */
@@ -361,9 +415,13 @@ guint
 shimwatch_signal_ledger_attach (ShimwatchSignalLedger *ledger,
                                 GDBusConnection       *connection)
 {
+  GIOStream *stream = g_dbus_connection_get_stream (connection);
+
   g_mutex_lock (&ledger->mutex);
   ledger->connection = connection;
   ledger->closed = g_dbus_connection_is_closed (connection);
+  if (G_IS_SOCKET_CONNECTION (stream))
+    ledger->fd = g_socket_get_fd (g_socket_connection_get_socket (G_SOCKET_CONNECTION (stream)));
   g_mutex_unlock (&ledger->mutex);
   g_signal_connect_data (connection, "closed", G_CALLBACK (connection_closed_cb),
                          shimwatch_signal_ledger_ref (ledger),

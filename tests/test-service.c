@@ -921,6 +921,213 @@ iterate (guint       ms,
   return until == NULL || until (f);
 }
 
+/* -- a bus that does not read ------------------------------------------------------------ */
+
+#define ROOM_PAIRS        64
+#define ROOM_FILLER_BYTES (16 * 1024)
+
+typedef struct
+{
+  GPtrArray *sent;      /* subjects settled as sent, in the order they settled */
+} RoomState;
+
+static void
+on_room_settled (const char            *member,
+                 const char            *subject,
+                 gboolean               sent,
+                 ShimwatchRecordCommit *commit,
+                 gpointer               user_data)
+{
+  RoomState *state = user_data;
+
+  if (sent)
+    g_ptr_array_add (state->sent, g_strdup (subject));
+  shimwatch_record_commit_free (commit);
+}
+
+/* the ledger's warnings once the connection closed: only "not written" ones, counted */
+static void
+on_room_warning (const char     *domain,
+                 GLogLevelFlags  level,
+                 const char     *message,
+                 gpointer        user_data)
+{
+  g_assert_nonnull (strstr (message, " was not written to the bus"));
+  (*(guint *) user_data)++;
+}
+
+static void
+on_room_client (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  GDBusConnection **out = user_data;
+  g_autoptr(GError) error = NULL;
+
+  *out = g_dbus_connection_new_finish (result, &error);
+  g_assert_no_error (error);
+}
+
+/* one line of the client's SASL exchange, without its "\r\n" (and the leading NUL byte) */
+static char *
+read_auth_line (int fd)
+{
+  GString *line = g_string_new (NULL);
+
+  for (;;)
+    {
+      char c;
+      ssize_t n = read (fd, &c, 1);
+
+      g_assert_cmpint (n, ==, 1);
+      if (c == '\0' && line->len == 0)
+        continue;
+      if (c == '\n' && line->len > 0 && line->str[line->len - 1] == '\r')
+        {
+          g_string_truncate (line, line->len - 1);
+          return g_string_free (line, FALSE);
+        }
+      g_string_append_c (line, c);
+    }
+}
+
+static void
+write_auth_line (int         fd,
+                 const char *line)
+{
+  g_autofree char *text = g_strconcat (line, "\r\n", NULL);
+
+  g_assert_cmpint (write (fd, text, strlen (text)), ==, (gssize) strlen (text));
+}
+
+/* The server's side of the D-Bus authentication, by hand on @fd: afterwards nothing
+ * reads the socket unless the test does */
+static void
+accept_auth (int fd)
+{
+  for (;;)
+    {
+      g_autofree char *line = read_auth_line (fd);
+
+      if (g_str_equal (line, "BEGIN"))
+        return;
+      if (g_str_equal (line, "NEGOTIATE_UNIX_FD"))
+        write_auth_line (fd, "AGREE_UNIX_FD");
+      else if (g_str_has_prefix (line, "AUTH EXTERNAL") ||
+               g_str_has_prefix (line, "AUTH ANONYMOUS"))
+        write_auth_line (fd, "OK 0123456789abcdef0123456789abcdef");
+      else
+        write_auth_line (fd, "REJECTED EXTERNAL ANONYMOUS");
+    }
+}
+
+/* A signal the ledger calls sent is in the socket: GDBus writes it right after the mark,
+ * with no wait for the bus to make room. A bus that does not read fills the socket;
+ * then, after each big untracked message, the next small lifecycle signal would find no
+ * room and wait, its mark saying "sent": a SIGKILL of the service there (here: the
+ * connection closed) loses it for good. Every signal settled as sent before the close
+ * must reach the peer. */
+static void
+test_ledger_sent_means_in_the_socket (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSocket) socket = NULL;
+  g_autoptr(GSocketConnection) stream = NULL;
+  g_autoptr(GDBusConnection) sender = NULL;
+  g_autoptr(GByteArray) received = g_byte_array_new ();
+  g_autofree char *filler = g_malloc (ROOM_FILLER_BYTES + 1);
+  ShimwatchSignalLedger *ledger;
+  RoomState state = { g_ptr_array_new_with_free_func (g_free) };
+  guint filter;
+  guint handler;
+  guint n_sent;
+  guint n_unsent = 0;
+  int fds[2];
+
+  memset (filler, 'x', ROOM_FILLER_BYTES);
+  filler[ROOM_FILLER_BYTES] = '\0';
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  socket = g_socket_new_from_fd (fds[0], &error);
+  g_assert_no_error (error);
+  stream = g_socket_connection_factory_create_connection (socket);
+  g_dbus_connection_new (G_IO_STREAM (stream), NULL,
+                         G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT, NULL, NULL,
+                         on_room_client, &sender);
+  accept_auth (fds[1]);
+  while (sender == NULL)
+    g_main_context_iteration (NULL, TRUE);
+
+  ledger = shimwatch_signal_ledger_new (LEDGER_IFACE);
+  filter = shimwatch_signal_ledger_attach (ledger, sender);
+  for (guint i = 0; i < ROOM_PAIRS; i++)
+    {
+      g_autofree char *subject = g_strdup_printf ("/org/shimwatch/Shimwatch1/shims/ns/t%04u",
+                                                  i);
+      g_autofree char *other = g_strdup_printf ("/org/shimwatch/Shimwatch1/shims/ns/f%04u", i);
+
+      g_dbus_connection_emit_signal (sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                     "Filler", g_variant_new ("(os)", other, filler), &error);
+      g_assert_no_error (error);
+      shimwatch_signal_ledger_expect (ledger, "TaskExit", subject, on_room_settled, &state,
+                                      NULL);
+      shimwatch_signal_ledger_set_commit (ledger, "TaskExit", subject, NULL);
+      g_dbus_connection_emit_signal (sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                     "TaskExit",
+                                     g_variant_new ("(osssuut)", subject, "ns", "t1", "t1", 42,
+                                                    137, (guint64) 1),
+                                     &error);
+      g_assert_no_error (error);
+    }
+  /* the socket fills: GDBus's worker waits for room. What settled by then is judged. */
+  for (guint previous = G_MAXUINT, rounds = 0;
+       (state.sent->len != previous || state.sent->len == 0) && rounds < 100; rounds++)
+    {
+      previous = state.sent->len;
+      iterate (300, NULL, NULL);
+    }
+  n_sent = state.sent->len;
+  g_assert_cmpuint (n_sent, >, 0);
+  g_assert_cmpuint (n_sent, <, ROOM_PAIRS);
+  g_dbus_connection_close (sender, NULL, NULL, NULL);
+  /* the peer reads all it is given, until the close */
+  for (;;)
+    {
+      guint8 buffer[65536];
+      ssize_t n = read (fds[1], buffer, sizeof buffer);
+
+      g_assert_cmpint (n, >=, 0);
+      if (n == 0)
+        break;
+      g_byte_array_append (received, buffer, n);
+    }
+  for (guint i = 0; i < n_sent; i++)
+    {
+      const char *subject = state.sent->pdata[i];
+      gsize length = strlen (subject) + 1;    /* an object path is sent with its NUL */
+      gboolean found = FALSE;
+
+      for (gsize at = 0; !found && at + length <= received->len; at++)
+        found = memcmp (received->data + at, subject, length) == 0;
+      if (!found)
+        g_error ("%s was settled as sent (%u of %u were) but never reached the peer", subject,
+                 i + 1, n_sent);
+    }
+
+  /* what was still queued at the close was not written, and is said so: its record keeps
+   * saying "pending" */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  handler = g_log_set_handler ("ShimwatchLedger", G_LOG_LEVEL_WARNING, on_room_warning,
+                               &n_unsent);
+  g_dbus_connection_remove_filter (sender, filter);
+  iterate (200, NULL, NULL);
+  g_log_remove_handler ("ShimwatchLedger", handler);
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  g_assert_cmpuint (n_unsent + state.sent->len, <=, ROOM_PAIRS);
+  shimwatch_signal_ledger_unref (ledger);
+  g_ptr_array_unref (state.sent);
+  close (fds[1]);
+}
+
 static gboolean
 has_three_received (LedgerFixture *f)
 {
@@ -2191,6 +2398,8 @@ main (int    argc,
               test_ledger_marks_when_durable, ledger_teardown);
   g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,
               test_ledger_unsent_reads_unsent, ledger_teardown);
+  g_test_add_func ("/service/ledger/sent-means-in-the-socket",
+                   test_ledger_sent_means_in_the_socket);
   g_test_add ("/service/commit/one-batch-per-turn", LedgerFixture, NULL, ledger_setup,
               test_commit_one_batch_per_turn, ledger_teardown);
   g_test_add_func ("/service/commit/no-iteration-of-its-own",
