@@ -926,11 +926,7 @@ iterate (guint       ms,
 #define ROOM_PAIRS        64
 #define ROOM_FILLER_BYTES (16 * 1024)
 
-typedef struct
-{
-  GPtrArray *sent;      /* subjects settled as sent, in the order they settled */
-} RoomState;
-
+/* @user_data: the subjects settled as sent, in the order they settled */
 static void
 on_room_settled (const char            *member,
                  const char            *subject,
@@ -938,10 +934,8 @@ on_room_settled (const char            *member,
                  ShimwatchRecordCommit *commit,
                  gpointer               user_data)
 {
-  RoomState *state = user_data;
-
   if (sent)
-    g_ptr_array_add (state->sent, g_strdup (subject));
+    g_ptr_array_add (user_data, g_strdup (subject));
   shimwatch_record_commit_free (commit);
 }
 
@@ -954,18 +948,6 @@ on_room_warning (const char     *domain,
 {
   g_assert_nonnull (strstr (message, " was not written to the bus"));
   (*(guint *) user_data)++;
-}
-
-static void
-on_room_client (GObject      *source,
-                GAsyncResult *result,
-                gpointer      user_data)
-{
-  GDBusConnection **out = user_data;
-  g_autoptr(GError) error = NULL;
-
-  *out = g_dbus_connection_new_finish (result, &error);
-  g_assert_no_error (error);
 }
 
 /* one line of the client's SASL exchange, without its "\r\n" (and the leading NUL byte) */
@@ -1037,7 +1019,7 @@ test_ledger_sent_means_in_the_socket (void)
   g_autoptr(GByteArray) received = g_byte_array_new ();
   g_autofree char *filler = g_malloc (ROOM_FILLER_BYTES + 1);
   ShimwatchSignalLedger *ledger;
-  RoomState state = { g_ptr_array_new_with_free_func (g_free) };
+  g_autoptr(GPtrArray) sent = g_ptr_array_new_with_free_func (g_free);
   guint filter;
   guint handler;
   guint n_sent;
@@ -1052,7 +1034,7 @@ test_ledger_sent_means_in_the_socket (void)
   stream = g_socket_connection_factory_create_connection (socket);
   g_dbus_connection_new (G_IO_STREAM (stream), NULL,
                          G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT, NULL, NULL,
-                         on_room_client, &sender);
+                         on_server_connection, &sender);
   accept_auth (fds[1]);
   while (sender == NULL)
     g_main_context_iteration (NULL, TRUE);
@@ -1068,7 +1050,7 @@ test_ledger_sent_means_in_the_socket (void)
       g_dbus_connection_emit_signal (sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
                                      "Filler", g_variant_new ("(os)", other, filler), &error);
       g_assert_no_error (error);
-      shimwatch_signal_ledger_expect (ledger, "TaskExit", subject, on_room_settled, &state,
+      shimwatch_signal_ledger_expect (ledger, "TaskExit", subject, on_room_settled, sent,
                                       NULL);
       shimwatch_signal_ledger_set_commit (ledger, "TaskExit", subject, NULL);
       g_dbus_connection_emit_signal (sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
@@ -1080,12 +1062,12 @@ test_ledger_sent_means_in_the_socket (void)
     }
   /* the socket fills: GDBus's worker waits for room. What settled by then is judged. */
   for (guint previous = G_MAXUINT, rounds = 0;
-       (state.sent->len != previous || state.sent->len == 0) && rounds < 100; rounds++)
+       (sent->len != previous || sent->len == 0) && rounds < 100; rounds++)
     {
-      previous = state.sent->len;
+      previous = sent->len;
       iterate (300, NULL, NULL);
     }
-  n_sent = state.sent->len;
+  n_sent = sent->len;
   g_assert_cmpuint (n_sent, >, 0);
   g_assert_cmpuint (n_sent, <, ROOM_PAIRS);
   g_dbus_connection_close (sender, NULL, NULL, NULL);
@@ -1102,7 +1084,7 @@ test_ledger_sent_means_in_the_socket (void)
     }
   for (guint i = 0; i < n_sent; i++)
     {
-      const char *subject = state.sent->pdata[i];
+      const char *subject = sent->pdata[i];
       gsize length = strlen (subject) + 1;    /* an object path is sent with its NUL */
       gboolean found = FALSE;
 
@@ -1122,9 +1104,8 @@ test_ledger_sent_means_in_the_socket (void)
   iterate (200, NULL, NULL);
   g_log_remove_handler ("ShimwatchLedger", handler);
   g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
-  g_assert_cmpuint (n_unsent + state.sent->len, <=, ROOM_PAIRS);
+  g_assert_cmpuint (n_unsent + sent->len, <=, ROOM_PAIRS);
   shimwatch_signal_ledger_unref (ledger);
-  g_ptr_array_unref (state.sent);
   close (fds[1]);
 }
 
