@@ -355,8 +355,8 @@ parse_args (int       argc,
 
 /* The mode annotation in ./config.json, or NULL if there is none. The key is matched, not
  * the document parsed: the shim runs twice per task (start, delete), and a JSON library
- * and what it links (GIO, GObject, libmount, ...) tripled its start-up cost, which the
- * scale benchmark's 1,000 deaths paid on two CPUs. Mode names need no escapes. */
+ * and what it links (GIO, GObject, libmount, ...) made each run cost 1.7 times the CPU,
+ * which the scale benchmark's 1,000 deaths paid on two CPUs. Mode names need no escapes. */
 static char *
 read_mode_annotation (void)
 {
