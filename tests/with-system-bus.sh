@@ -11,7 +11,24 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 data=${PROJECT_DATA:-$here/../data}
 
-run=$(mktemp -d /tmp/shimwatch-bus-XXXXXX)
+# (SHIMWATCH_TEST_TMPDIR: where the bus's directory goes; its own test's, not /tmp)
+run=$(mktemp -d "${SHIMWATCH_TEST_TMPDIR:-/tmp}/shimwatch-bus-XXXXXX")
+bus_pid=
+# set before anything else can fail: however the script ends, the directory goes
+cleanup () {
+  if [ -n "$bus_pid" ]; then
+    kill "$bus_pid" 2>/dev/null || true
+    wait "$bus_pid" 2>/dev/null || true
+  fi
+  rm -rf "$run"
+}
+trap cleanup EXIT
+trap "exit 143" TERM INT HUP
+
+if ! compgen -G "$data/dbus-1/*.conf" >/dev/null; then
+  echo "Bail out! no bus policy (*.conf) in $data/dbus-1: PROJECT_DATA names the project's data/ directory"
+  exit 1
+fi
 chmod 755 "$run"
 mkdir -p "$run/policy" "$run/services"
 cp "$data"/dbus-1/*.conf "$run/policy/"
@@ -21,13 +38,6 @@ sed -e "s|@RUNDIR@|$run|" -e "s|@SERVICEDIR@|$run/services|" -e "s|@POLICYDIR@|$
 dbus-daemon --config-file="$run/bus.conf" --nofork --print-address=3 \
   3>"$run/address" >"$run/bus.log" 2>&1 &
 bus_pid=$!
-cleanup () {
-  kill "$bus_pid" 2>/dev/null || true
-  wait "$bus_pid" 2>/dev/null || true
-  rm -rf "$run"
-}
-trap cleanup EXIT
-trap "exit 143" TERM INT HUP
 
 for _ in $(seq 100); do
   [ -s "$run/address" ] && break
