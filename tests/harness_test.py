@@ -10,27 +10,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+from tapcases import case, finish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "with-system-bus.sh")
 DATA = os.path.join(HERE, "..", "data")
-
-results = []
-
-
-def case(function):
-    try:
-        function()
-        ok = True
-    except Exception:
-        ok = False
-        for line in traceback.format_exc().splitlines():
-            print("# " + line)
-    results.append(ok)
-    print(f"{'ok' if ok else 'not ok'} {len(results)} - {function.__name__}")
-    return function
-
 
 def run(command, data=DATA):
     """with-system-bus.sh COMMAND, its directory made in a directory of this test's own:
@@ -89,5 +74,4 @@ def no_policy_is_a_clear_error_and_leaves_nothing():
     assert left == [], left
 
 
-print(f"1..{len(results)}")
-sys.exit(0 if all(results) else 1)
+finish()

@@ -7,9 +7,9 @@ meson testlog.json files, it must tell each failed case's story, on both sides o
 import json
 import os
 import subprocess
-import sys
 import tempfile
-import traceback
+
+from tapcases import case, finish
 
 SUMMARY = os.environ.get("SHIMWATCH_TESTLOG_SUMMARY",
                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -65,22 +65,6 @@ not ok 2 /cgroup/kill
 ok 3 /cgroup/remove
 # End of cgroup tests
 """
-
-results = []
-
-
-def case(function):
-    try:
-        function()
-        ok, why = True, ""
-    except Exception:
-        ok, why = False, traceback.format_exc()
-    results.append(ok)
-    print(f"{'ok' if ok else 'not ok'} {len(results)} - {function.__name__}")
-    for line in why.splitlines():
-        print(f"# {line}")
-    return function
-
 
 def assert_in_order(lines, wanted):
     """wanted appear in lines, each once, in this order."""
@@ -175,5 +159,4 @@ def a_skip_fails_in_ci():
     assert summarize(entries)[1] == 0
 
 
-print(f"1..{len(results)}")
-sys.exit(0 if all(results) else 1)
+finish()
