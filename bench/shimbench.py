@@ -1165,30 +1165,29 @@ def unit_scale(ws, args):
         g = min(max(2, k // 5), n - k)
         tasks = sw.tasks()
         eofs, discs, gio_discs, killed_at, raw_with_gio = [], [], [], [], []
-        profile = Profile(args, sw.pid, f"scale-deaths-while-{n}-supervised")
-        profile.__enter__()
-        for j, task_id in enumerate(ids[:k + g]):
-            gio = len(gio_discs) < g and (j % 6 == 5 or len(discs) == k)
-            watch.set_gio(gio)
-            props = tasks[task_id]
-            sock, thread, box = raw_connection(props["Address"][len("unix://"):])
-            time.sleep(0.05)
-            killed = time.monotonic()
-            os.kill(props["ShimPid"], signal.SIGKILL)
-            watch.wait_deleted([task_id], 30, gio=gio)
-            thread.join(5)
-            sock.close()
-            if gio:
-                gio_discs.append(1000 * (watch.first("ShimDisconnected", task_id, gio=True) -
-                                         killed))
-                # (the raw reader's figures with the Gio client on, for comparison)
-                raw_with_gio.append((1000 * (box["eof"] - killed),
-                                     1000 * (watch.first("ShimDisconnected", task_id) - killed)))
-                continue
-            killed_at.append(killed)
-            eofs.append(1000 * (box["eof"] - killed))
-            discs.append(1000 * (watch.first("ShimDisconnected", task_id) - killed))
-        profile.__exit__()
+        with Profile(args, sw.pid, f"scale-deaths-while-{n}-supervised"):
+            for j, task_id in enumerate(ids[:k + g]):
+                gio = len(gio_discs) < g and (j % 6 == 5 or len(discs) == k)
+                watch.set_gio(gio)
+                props = tasks[task_id]
+                sock, thread, box = raw_connection(props["Address"][len("unix://"):])
+                time.sleep(0.05)
+                killed = time.monotonic()
+                os.kill(props["ShimPid"], signal.SIGKILL)
+                watch.wait_deleted([task_id], 30, gio=gio)
+                thread.join(5)
+                sock.close()
+                eof = 1000 * (box["eof"] - killed)
+                disc = 1000 * (watch.first("ShimDisconnected", task_id) - killed)
+                if gio:
+                    gio_discs.append(1000 * (watch.first("ShimDisconnected", task_id, gio=True) -
+                                             killed))
+                    # (the raw reader's figures with the Gio client on, for comparison)
+                    raw_with_gio.append((eof, disc))
+                    continue
+                killed_at.append(killed)
+                eofs.append(eof)
+                discs.append(disc)
         watch.set_gio(True)
         f["eof_p99_ms"], f["disconnected_p99_ms"] = percentile(eofs, 99), percentile(discs, 99)
         # each death's figures, and when it was killed (CLOCK_MONOTONIC, as `perf record -k

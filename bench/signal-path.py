@@ -106,9 +106,9 @@ def report(args):
             at[step] = 1000 * (e[0] - k)
             start = e[0]
         else:
-            filt = first(window, start, lambda e: e[3].endswith(":outgoing_filter"))
-            sent = first(window, start, lambda e: e[3] == "syscalls:sys_enter_sendmsg" and
-                         e[2] == filt[2])
+            # the last step found, the filter: the signal's sendmsg is its thread's next one
+            sent = first(window, start, lambda x, tid=e[2]:
+                         x[3] == "syscalls:sys_enter_sendmsg" and x[2] == tid)
             if sent is not None:
                 at["written"] = 1000 * (sent[0] - k)
                 routed = first(window, sent[0], lambda e: e[1] == "dbus-daemon" and
