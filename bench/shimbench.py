@@ -14,7 +14,9 @@ Three scenarios (docs/benchmarks.md says what each figure means and how it is ta
            "shim disconnected" log line and /tasks/exit, /tasks/delete as `ctr events`
            receives them.
   mass     N real runc shims SIGKILLed at once: last TaskExit, last TaskDelete, what is left,
-           CPU-seconds used in the window; the same for containerd. Also the idle CPU and
+           CPU-seconds used in the window; the same for containerd, as configured by default
+           (a `shim delete` is killed after 5 s) and again with a cleanup timeout long enough
+           for every delete to finish (the same work as shimwatch's). Also the idle CPU and
            memory of both with N tasks.
   scale    N tasks on tests/shimwatch-test-shim: RSS, idle CPU, main-thread wakeups and
            preemptions, context switches of all threads, GetManagedObjects and ListShims
@@ -743,14 +745,17 @@ def bus_daemon_pid():
 class Containerd:
     """A private containerd 1.6.20: its own root, state, addresses and config under the
     scenario's directory, CRI disabled; tasks made with `ctr run -d --rootfs` from the same
-    busybox rootfs; events from `ctr events` with their arrival times."""
+    busybox rootfs; events from `ctr events` with their arrival times. With cleanup_timeout
+    (a Go duration), `io.containerd.timeout.shim.cleanup` replaces the default 5 s after
+    which containerd kills a `shim delete` it runs for a dead shim; name keeps a second
+    instance's directories apart from the first's."""
 
-    def __init__(self, ws):
+    def __init__(self, ws, name="containerd", cleanup_timeout=None):
         self.ws = ws
-        d = os.path.join(ws.dir, "containerd")
+        d = os.path.join(ws.dir, name)
         os.makedirs(d)
-        self.state = os.path.join(ws.run, "containerd")          # /run/containerd's role
-        self.runc_root = os.path.join(ws.run, "containerd-runc")
+        self.state = os.path.join(ws.run, name)                  # /run/containerd's role
+        self.runc_root = os.path.join(ws.run, name + "-runc")
         os.makedirs(self.runc_root)
         self.address = os.path.join(d, "containerd.sock")
         self.config = os.path.join(d, "config.toml")
@@ -769,6 +774,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
   [plugins."io.containerd.internal.v1.opt"]
     path = "{d}/opt"
 """)
+            if cleanup_timeout:
+                f.write(f'[timeouts]\n  "io.containerd.timeout.shim.cleanup" = "{cleanup_timeout}"\n')
         self.log_path = os.path.join(d, "containerd.log")
         self.cond = threading.Condition()
         self.events = {}             # (topic, id) -> [arrival times]
@@ -990,11 +997,16 @@ def idle_window(pid, seconds):
     return 100 * (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0), rss_kib(pid)
 
 
+# containerd's cleanup timeout in the mass scenario's second containerd run: long enough
+# for every `shim delete` of 200 dead shims to finish on two CPUs
+FULL_CLEANUP_TIMEOUT = "120s"
+
+
 def mass_kill(system, pid, n, idle_seconds, create, tasks_of, wait_deleted, first_exit,
-              first_delete, leftovers, extra_pids=(), profile=None):
+              first_delete, leftovers, extra_pids=(), profile=None, prefix="m"):
     """Create n tasks, measure idle, SIGKILL every shim at once, time the last exit and
     delete, the CPU used meanwhile, and what is left. Returns the figures."""
-    ids = [f"m{i}" for i in range(n)]
+    ids = [f"{prefix}{i}" for i in range(n)]
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         list(pool.map(create, ids))
@@ -1070,6 +1082,22 @@ def unit_mass(ws, args):
             "containerd", ctd.pid, n, args.idle_seconds, ctd.run, lambda ids: {i: ctd.task(i) for i in ids},
             ctd.wait_deleted, lambda i: ctd.first("/tasks/exit", i),
             lambda i: ctd.first("/tasks/delete", i), ctd.leftovers)
+    finally:
+        ctd.stop()
+    # The same work as shimwatch's: with its default 5 s, containerd kills the `shim delete`
+    # runs that have not finished (hundreds of things were left in every 200-shim run on a
+    # 2-core VM), so its last /tasks/delete above is that of fewer deletes. Its own task ids
+    # ("f...") and directories: the first instance's leftovers are still there, removed with
+    # the scenario's directory.
+    ctd = Containerd(ws, "containerd-full", cleanup_timeout=FULL_CLEANUP_TIMEOUT)
+    try:
+        ctd.start()
+        figures["containerd_full"] = mass_kill(
+            f"containerd (cleanup timeout {FULL_CLEANUP_TIMEOUT})", ctd.pid, n,
+            args.idle_seconds, ctd.run, lambda ids: {i: ctd.task(i) for i in ids},
+            ctd.wait_deleted, lambda i: ctd.first("/tasks/exit", i),
+            lambda i: ctd.first("/tasks/delete", i), ctd.leftovers, prefix="f")
+        figures["containerd_full"]["cleanup_timeout"] = FULL_CLEANUP_TIMEOUT
     finally:
         ctd.stop()
     return figures
@@ -1346,6 +1374,21 @@ def rows_of(results, smoke):
         per = 1000 * sw["cpu_own_s"] / n
         row(name, "the service's own CPU per death", "ms", per, 1000 * cd["cpu_own_s"] / n,
             ("≤ 1 ms", per <= 1.0), (f"{per:.2f} ms",))
+        full = m.get("containerd_full")
+        if full:
+            name = (f"{n} real runc shims SIGKILLed at once, containerd's cleanup timeout "
+                    f"{full['cleanup_timeout']} (the same work)")
+            row(name, "last TaskExit (containerd: /tasks/exit)", "s", sw["last_exit_s"],
+                full["last_exit_s"])
+            row(name, "last TaskDelete (containerd: /tasks/delete)", "s", sw["last_delete_s"],
+                full["last_delete_s"])
+            row(name, "left behind (processes, state, dirs, sockets, cgroups)", "",
+                sw["leftovers"], full["leftovers"], fmt="{}")
+            row(name, "CPU in the window: service + its children"
+                + (" + bus" if sw.get("bus_counted") else ""), "CPU-s",
+                sw["cpu_total_s"], full["cpu_total_s"])
+            row(name, "the service's own CPU per death", "ms", per,
+                1000 * full["cpu_own_s"] / n)
         row(f"{n} tasks idle", "service CPU", "% of a core", sw["idle_cpu_percent"],
             cd["idle_cpu_percent"])
         row(f"{n} tasks idle", "service RSS", "MiB", sw["rss_kib"] / 1024, cd["rss_kib"] / 1024,
