@@ -420,6 +420,20 @@ def raw_connection(path):
     return sock, thread, box
 
 
+def kill_watched(socket_path, shim_pid, settle, wait_deleted):
+    """Connect to a shim's socket (raw_connection), let settle seconds pass, SIGKILL the
+    shim and wait_deleted(); returns the kill's CLOCK_MONOTONIC and wall-clock times and the
+    EOF's CLOCK_MONOTONIC time."""
+    sock, thread, box = raw_connection(socket_path)
+    time.sleep(settle)
+    killed_wall, killed = time.time(), time.monotonic()
+    os.kill(shim_pid, signal.SIGKILL)
+    wait_deleted()
+    thread.join(5)
+    sock.close()
+    return killed, killed_wall, box["eof"]
+
+
 # -- a scenario's directory ----------------------------------------------------------------
 
 class Workspace:
@@ -775,7 +789,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
     path = "{d}/opt"
 """)
             if cleanup_timeout:
-                f.write(f'[timeouts]\n  "io.containerd.timeout.shim.cleanup" = "{cleanup_timeout}"\n')
+                f.write("[timeouts]\n"
+                        f'  "io.containerd.timeout.shim.cleanup" = "{cleanup_timeout}"\n')
         self.log_path = os.path.join(d, "containerd.log")
         self.cond = threading.Condition()
         self.events = {}             # (topic, id) -> [arrival times]
@@ -932,20 +947,15 @@ def unit_single(ws, args):
             sw.create(task_id)
             props = sw.tasks()[task_id]
             watch.task_pids[task_id] = props["TaskPid"]
-            sock, thread, box = raw_connection(props["Address"][len("unix://"):])
-            time.sleep(0.2)
-            killed = time.monotonic()
-            os.kill(props["ShimPid"], signal.SIGKILL)
-            watch.wait_deleted([task_id], 30, gio=gio)
-            thread.join(5)
-            sock.close()
+            killed, _, eof = kill_watched(props["Address"][len("unix://"):], props["ShimPid"], 0.2,
+                                          lambda: watch.wait_deleted([task_id], 30, gio=gio))
             f = figures["shimwatch"]
             if gio:
                 f["disconnected_gio"].append(
                     1000 * (watch.first("ShimDisconnected", task_id, gio=True) - killed))
-                f["gio_eof"].append(1000 * (box["eof"] - killed))
+                f["gio_eof"].append(1000 * (eof - killed))
             else:
-                f["eof"].append(1000 * (box["eof"] - killed))
+                f["eof"].append(1000 * (eof - killed))
                 f["disconnected"].append(
                     1000 * (watch.first("ShimDisconnected", task_id) - killed))
                 f["exit"].append(1000 * (watch.first("TaskExit", task_id) - killed))
@@ -954,16 +964,10 @@ def unit_single(ws, args):
             task_id = f"c{i}"
             task = ctd.run(task_id)
             ctd.task_pids[task_id] = task["TaskPid"]
-            sock, thread, box = raw_connection(task["socket"])
-            time.sleep(0.2)
-            kills[task_id] = time.time()
-            killed = time.monotonic()
-            os.kill(task["ShimPid"], signal.SIGKILL)
-            ctd.wait_deleted([task_id], 30)
-            thread.join(5)
-            sock.close()
+            killed, kills[task_id], eof = kill_watched(
+                task["socket"], task["ShimPid"], 0.2, lambda: ctd.wait_deleted([task_id], 30))
             f = figures["containerd"]
-            f["eof"].append(1000 * (box["eof"] - killed))
+            f["eof"].append(1000 * (eof - killed))
             f["exit"].append(1000 * (ctd.first("/tasks/exit", task_id) - killed))
             f["delete"].append(1000 * (ctd.first("/tasks/delete", task_id) - killed))
             sw_f = figures["shimwatch"]
@@ -1075,32 +1079,31 @@ def unit_mass(ws, args):
         if watch:
             watch.close()
         sw.stop()
-    ctd = Containerd(ws)
-    try:
-        ctd.start()
-        figures["containerd"] = mass_kill(
-            "containerd", ctd.pid, n, args.idle_seconds, ctd.run, lambda ids: {i: ctd.task(i) for i in ids},
-            ctd.wait_deleted, lambda i: ctd.first("/tasks/exit", i),
-            lambda i: ctd.first("/tasks/delete", i), ctd.leftovers)
-    finally:
-        ctd.stop()
+    figures["containerd"] = containerd_mass_kill(ws, args, "containerd", "m")
     # The same work as shimwatch's: with its default 5 s, containerd kills the `shim delete`
     # runs that have not finished (hundreds of things were left in every 200-shim run on a
     # 2-core VM), so its last /tasks/delete above is that of fewer deletes. Its own task ids
     # ("f...") and directories: the first instance's leftovers are still there, removed with
     # the scenario's directory.
-    ctd = Containerd(ws, "containerd-full", cleanup_timeout=FULL_CLEANUP_TIMEOUT)
+    figures["containerd_full"] = containerd_mass_kill(ws, args, "containerd-full", "f",
+                                                      FULL_CLEANUP_TIMEOUT)
+    figures["containerd_full"]["cleanup_timeout"] = FULL_CLEANUP_TIMEOUT
+    return figures
+
+
+def containerd_mass_kill(ws, args, name, prefix, cleanup_timeout=None):
+    """mass_kill() on a containerd instance of its own (see Containerd)."""
+    ctd = Containerd(ws, name, cleanup_timeout)
+    system = f"containerd (cleanup timeout {cleanup_timeout})" if cleanup_timeout else "containerd"
     try:
         ctd.start()
-        figures["containerd_full"] = mass_kill(
-            f"containerd (cleanup timeout {FULL_CLEANUP_TIMEOUT})", ctd.pid, n,
-            args.idle_seconds, ctd.run, lambda ids: {i: ctd.task(i) for i in ids},
-            ctd.wait_deleted, lambda i: ctd.first("/tasks/exit", i),
-            lambda i: ctd.first("/tasks/delete", i), ctd.leftovers, prefix="f")
-        figures["containerd_full"]["cleanup_timeout"] = FULL_CLEANUP_TIMEOUT
+        return mass_kill(
+            system, ctd.pid, args.mass_n, args.idle_seconds, ctd.run,
+            lambda ids: {i: ctd.task(i) for i in ids}, ctd.wait_deleted,
+            lambda i: ctd.first("/tasks/exit", i), lambda i: ctd.first("/tasks/delete", i),
+            ctd.leftovers, prefix=prefix)
     finally:
         ctd.stop()
-    return figures
 
 
 # -- scenario 3: N tasks on the test shim --------------------------------------------------
@@ -1198,14 +1201,10 @@ def unit_scale(ws, args):
                 gio = len(gio_discs) < g and (j % 6 == 5 or len(discs) == k)
                 watch.set_gio(gio)
                 props = tasks[task_id]
-                sock, thread, box = raw_connection(props["Address"][len("unix://"):])
-                time.sleep(0.05)
-                killed = time.monotonic()
-                os.kill(props["ShimPid"], signal.SIGKILL)
-                watch.wait_deleted([task_id], 30, gio=gio)
-                thread.join(5)
-                sock.close()
-                eof = 1000 * (box["eof"] - killed)
+                killed, _, eof_at = kill_watched(
+                    props["Address"][len("unix://"):], props["ShimPid"], 0.05,
+                    lambda: watch.wait_deleted([task_id], 30, gio=gio))
+                eof = 1000 * (eof_at - killed)
                 disc = 1000 * (watch.first("ShimDisconnected", task_id) - killed)
                 if gio:
                     gio_discs.append(1000 * (watch.first("ShimDisconnected", task_id, gio=True) -
@@ -1366,9 +1365,9 @@ def rows_of(results, smoke):
             cd["last_delete_s"], ("≤ 0.9 × containerd", r <= 0.9), (f"{r:.2f} ×",))
         row(name, "left behind (processes, state, dirs, sockets, cgroups)", "", sw["leftovers"],
             cd["leftovers"], ("0", sw["leftovers"] == 0), fmt="{}")
-        row(name, "CPU in the window: service + its children"
-            + (" + bus" if sw.get("bus_counted") else ""), "CPU-s",
-            sw["cpu_total_s"], cd["cpu_total_s"])
+        cpu_total = "CPU in the window: service + its children" + (
+            " + bus" if sw.get("bus_counted") else "")
+        row(name, cpu_total, "CPU-s", sw["cpu_total_s"], cd["cpu_total_s"])
         row(name, "CPU in the window: the service's own", "CPU-s", sw["cpu_own_s"],
             cd["cpu_own_s"])
         per = 1000 * sw["cpu_own_s"] / n
@@ -1384,9 +1383,7 @@ def rows_of(results, smoke):
                 full["last_delete_s"])
             row(name, "left behind (processes, state, dirs, sockets, cgroups)", "",
                 sw["leftovers"], full["leftovers"], fmt="{}")
-            row(name, "CPU in the window: service + its children"
-                + (" + bus" if sw.get("bus_counted") else ""), "CPU-s",
-                sw["cpu_total_s"], full["cpu_total_s"])
+            row(name, cpu_total, "CPU-s", sw["cpu_total_s"], full["cpu_total_s"])
             row(name, "the service's own CPU per death", "ms", per,
                 1000 * full["cpu_own_s"] / n)
         row(f"{n} tasks idle", "service CPU", "% of a core", sw["idle_cpu_percent"],

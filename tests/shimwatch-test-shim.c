@@ -373,7 +373,7 @@ read_mode_annotation (void)
     }
   for (const char *at = strstr (contents, key); at != NULL; at = strstr (at + 1, key))
     {
-      const char *value = at + strlen (key);
+      const char *value = at + sizeof key - 1;
       gsize length;
 
       while (g_ascii_isspace (*value))
