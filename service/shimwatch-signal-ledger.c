@@ -61,6 +61,10 @@ struct _ShimwatchSignalLedger
   GDBusConnection *connection;       /* not owned: the one attached to, while open */
   int              fd;               /* its socket, or -1: polled by the filter only */
   gboolean         closed;
+  /* (tests) a crash point waiting for what went out before it: the filter of any
+   * message sent after @halt_serial reaches it first, before any mark (see halt()) */
+  const char      *halt_step;        /* static, or NULL */
+  guint32          halt_serial;
 };
 
 static Entry *
@@ -326,6 +330,19 @@ outgoing_filter (GDBusConnection *connection,
   gboolean durable;
   gboolean room;
 
+  /* (tests) only with a crash point armed */
+  if (G_UNLIKELY (ledger->eager) && !incoming)
+    {
+      const char *halt_step;
+
+      g_mutex_lock (&ledger->mutex);
+      halt_step = ledger->halt_step != NULL &&
+                  g_dbus_message_get_serial (message) > ledger->halt_serial
+                  ? ledger->halt_step : NULL;
+      g_mutex_unlock (&ledger->mutex);
+      if (halt_step != NULL)
+        shimwatch_crash_point (halt_step);
+    }
   if (incoming || g_dbus_message_get_message_type (message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
       g_strcmp0 (g_dbus_message_get_interface (message), ledger->interface_name) != 0)
     return message;
@@ -530,6 +547,33 @@ shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger)
   return n;
 }
 
+/* (tests) A crash point that waits for the messages sent so far to be written must not
+ * let any later one be marked meanwhile: a signal is marked "sent" in the filter, right
+ * before GDBus writes it, and a crash reached on the main thread between another
+ * signal's mark and its write (GDBus's worker preempted there) loses that signal for
+ * good, its mark saying it went out. So from here on, the filter of any message sent
+ * later reaches the crash point itself, before any mark. Messages of GDBus's own
+ * threads may have later serials: they do not matter, nothing of them is marked. Every
+ * message sent before is queued, being written or written, which the flush that follows
+ * waits for. Returns a reference to the connection, or NULL if it is closed. */
+static GDBusConnection *
+halt (ShimwatchSignalLedger *ledger,
+      const char            *step)
+{
+  GDBusConnection *connection = NULL;
+
+  g_mutex_lock (&ledger->mutex);
+  if (ledger->connection != NULL && !ledger->closed)
+    {
+      connection = g_object_ref (ledger->connection);
+      /* the signals are sent from this thread: the last serial it was given */
+      ledger->halt_serial = g_dbus_connection_get_last_serial (connection);
+      ledger->halt_step = step;
+    }
+  g_mutex_unlock (&ledger->mutex);
+  return connection;
+}
+
 static void
 flushed_then_crash_cb (GObject      *source,
                        GAsyncResult *result,
@@ -551,12 +595,8 @@ void
 shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
                                                  const char            *step)
 {
-  g_autoptr(GDBusConnection) connection = NULL;
+  g_autoptr(GDBusConnection) connection = halt (ledger, step);
 
-  g_mutex_lock (&ledger->mutex);
-  if (ledger->connection != NULL && !ledger->closed)
-    connection = g_object_ref (ledger->connection);
-  g_mutex_unlock (&ledger->mutex);
   if (connection == NULL)
     {
       shimwatch_crash_point (step);
@@ -591,10 +631,7 @@ shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger
 
   if (!shimwatch_crash_point_armed (step))
     return;
-  g_mutex_lock (&ledger->mutex);
-  if (ledger->connection != NULL && !ledger->closed)
-    connection = g_object_ref (ledger->connection);
-  g_mutex_unlock (&ledger->mutex);
+  connection = halt (ledger, step);
   if (connection != NULL)
     {
       g_dbus_connection_flush (connection, NULL, flushed_cb, &flushed);

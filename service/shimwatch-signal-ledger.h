@@ -79,10 +79,14 @@ guint    shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger);
 guint    shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
+/* tests: the crash point @step (a static string) once what was sent so far is written;
+ * from the call on, no later signal is marked sent: the filter of any message sent later
+ * reaches the crash point first */
 void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
                                                           const char            *step);
 
-/* tests: the crash point @step once the signals emitted before are written (armed only) */
+/* tests: the crash point @step (a static string) once the signals emitted before are
+ * written (armed only); no later signal is marked sent meanwhile, as above */
 void     shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger,
                                                             const char            *step);
 

@@ -1245,6 +1245,85 @@ test_ledger_unsent_reads_unsent (LedgerFixture *f,
   g_assert_cmpint (g_atomic_int_get (&f->n_received), ==, 0);
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
+#define HALT_STEP "ledger-halt-test"
+
+/* The child of test_ledger_crash_point_stops_later_marks: a signal goes out, its crash
+ * point is asked for, and another signal is sent right after */
+static void
+test_ledger_crash_point_child (LedgerFixture *f,
+                               gconstpointer  data)
+{
+  g_autoptr(GError) error = NULL;
+
+  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT, on_settled, f,
+                                  NULL);
+  shimwatch_signal_ledger_set_commit (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
+                                      prepare_record (f, "ShimDisconnected"));
+  g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
+                                 "ShimDisconnected",
+                                 g_variant_new ("(ossu)", LEDGER_SUBJECT, "ns", "t1", 41),
+                                 &error);
+  g_assert_no_error (error);
+  g_assert_true (iterate (10000, has_settled, f));
+  g_assert_cmpstr (f->settled->pdata[0], ==, "ShimDisconnected sent marked");
+  /* as the record committer does once a signal settled: the crash comes after the write */
+  shimwatch_signal_ledger_crash_point_after_write (f->ledger, HALT_STEP);
+  shimwatch_signal_ledger_expect (f->ledger, "TaskExit", LEDGER_SUBJECT, on_settled, f, NULL);
+  shimwatch_signal_ledger_set_commit (f->ledger, "TaskExit", LEDGER_SUBJECT,
+                                      prepare_record (f, "TaskExit"));
+  emit_signal (f, "TaskExit", LEDGER_SUBJECT);
+  iterate (10000, NULL, f);
+  g_assert_not_reached ();
+}
+
+/* A crash point after a signal went out lets no later signal be marked sent. Marked
+ * right before GDBus's write, a later signal could be marked and not yet written when
+ * the crash point, reached on the main thread once the flush is done, kills the
+ * service: then it is lost for good, its mark saying it went out (seen in the crash
+ * point tests, with GDBus's worker preempted between the two). The child is SIGKILLed
+ * at the crash point, so that its records stay for this test to read, as a restart
+ * would. */
+static void
+test_ledger_crash_point_stops_later_marks (void)
+{
+  g_autofree char *tmp = shimwatch_test_dir_new (NULL, "swhalt-XXXXXX", NULL);
+  g_autofree char *old_tmp = g_strdup (g_getenv ("TMPDIR"));
+  g_autoptr(GDir) dir = NULL;
+  g_autofree char *records_dir = NULL;
+  g_autoptr(ShimwatchRecord) record = NULL;
+  const char *name;
+
+  g_assert_nonnull (tmp);
+  /* the child's records in here (its fixture's directory is made in TMPDIR) */
+  g_setenv ("TMPDIR", tmp, TRUE);
+  g_setenv ("SHIMWATCH_TEST_CRASH_AT", HALT_STEP, TRUE);
+  g_setenv ("SHIMWATCH_TEST_CRASH_SIGNAL", "KILL", TRUE);
+  g_test_trap_subprocess ("/service/ledger/crash-point-stops-later-marks/subprocess",
+                          60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv ("SHIMWATCH_TEST_CRASH_SIGNAL");
+  g_unsetenv ("SHIMWATCH_TEST_CRASH_AT");
+  if (old_tmp != NULL)
+    g_setenv ("TMPDIR", old_tmp, TRUE);
+  else
+    g_unsetenv ("TMPDIR");
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*crash point " HALT_STEP " reached, SIGKILL*");
+
+  dir = g_dir_open (tmp, 0, NULL);
+  g_assert_nonnull (dir);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_prefix (name, "swledger-"))
+      records_dir = g_build_filename (tmp, name, NULL);
+  g_assert_nonnull (records_dir);
+  /* what a restart finds: the first signal sent, the second still to send */
+  record = load_record (records_dir);
+  g_assert_true (record->disconnected);
+  g_assert_false (record->exit_emitted);
+  shimwatch_test_dir_remove (tmp);
+}
+#endif
+
 static gboolean
 count_cb (gpointer user_data)
 {
@@ -2379,6 +2458,12 @@ main (int    argc,
               test_ledger_marks_when_durable, ledger_teardown);
   g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,
               test_ledger_unsent_reads_unsent, ledger_teardown);
+#ifdef SHIMWATCH_TEST_HOOKS
+  g_test_add_func ("/service/ledger/crash-point-stops-later-marks",
+                   test_ledger_crash_point_stops_later_marks);
+  g_test_add ("/service/ledger/crash-point-stops-later-marks/subprocess", LedgerFixture, NULL,
+              ledger_setup, test_ledger_crash_point_child, ledger_teardown);
+#endif
   g_test_add_func ("/service/ledger/sent-means-in-the-socket",
                    test_ledger_sent_means_in_the_socket);
   g_test_add ("/service/commit/one-batch-per-turn", LedgerFixture, NULL, ledger_setup,
