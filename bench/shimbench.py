@@ -1374,9 +1374,12 @@ def rows_of(results, smoke):
         # spread evenly over every CPU: no service, however cheap, ends its last delete
         # before that, and neither does containerd (its default run does less of the work)
         others = "the rest of that CPU over all CPUs (the shortest window it allows)"
-        if "cpus" in sw:
-            row(name, others, "s", (sw["cpu_total_s"] - sw["cpu_own_s"]) / sw["cpus"],
-                (cd["cpu_total_s"] - cd["cpu_own_s"]) / cd["cpus"])
+
+        def floor_s(f):
+            return (f["cpu_total_s"] - f["cpu_own_s"]) / f["cpus"]
+
+        if "cpus" in sw:            # (not in the JSON of runs before it was added)
+            row(name, others, "s", floor_s(sw), floor_s(cd))
         per = 1000 * sw["cpu_own_s"] / n
         row(name, "the service's own CPU per death", "ms", per, 1000 * cd["cpu_own_s"] / n,
             ("≤ 1 ms", per <= 1.0), (f"{per:.2f} ms",))
@@ -1392,8 +1395,7 @@ def rows_of(results, smoke):
                 sw["leftovers"], full["leftovers"], fmt="{}")
             row(name, cpu_total, "CPU-s", sw["cpu_total_s"], full["cpu_total_s"])
             if "cpus" in sw:
-                row(name, others, "s", (sw["cpu_total_s"] - sw["cpu_own_s"]) / sw["cpus"],
-                    (full["cpu_total_s"] - full["cpu_own_s"]) / full["cpus"])
+                row(name, others, "s", floor_s(sw), floor_s(full))
             row(name, "the service's own CPU per death", "ms", per,
                 1000 * full["cpu_own_s"] / n)
         row(f"{n} tasks idle", "service CPU", "% of a core", sw["idle_cpu_percent"],
