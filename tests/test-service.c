@@ -893,6 +893,16 @@ on_settled (const char            *member,
   shimwatch_record_commit_free (commit);
 }
 
+/* the ledger expects @member of the fixture's task, with its pending mark made */
+static void
+expect_marked (LedgerFixture *f,
+               const char    *member)
+{
+  shimwatch_signal_ledger_expect (f->ledger, member, LEDGER_SUBJECT, on_settled, f, NULL);
+  shimwatch_signal_ledger_set_commit (f->ledger, member, LEDGER_SUBJECT,
+                                      prepare_record (f, member));
+}
+
 static gboolean
 timeout_cb (gpointer user_data)
 {
@@ -1144,7 +1154,6 @@ test_ledger_marks_when_durable (LedgerFixture *f,
 
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
     {
-      ShimwatchRecordCommit *commit;
       guint64 batches = shimwatch_commit_queue_get_n_batches (f->queue);
 
       g_atomic_int_set (&f->n_received, 0);
@@ -1153,9 +1162,7 @@ test_ledger_marks_when_durable (LedgerFixture *f,
       g_ptr_array_set_size (f->received, 0);
       g_mutex_unlock (&f->lock);
       shimwatch_commit_queue_set_held (f->queue, TRUE);
-      shimwatch_signal_ledger_expect (f->ledger, members[i], LEDGER_SUBJECT, on_settled, f, NULL);
-      commit = prepare_record (f, members[i]);
-      shimwatch_signal_ledger_set_commit (f->ledger, members[i], LEDGER_SUBJECT, commit);
+      expect_marked (f, members[i]);
       /* written, not yet sent: a restart would send it */
       {
         g_autoptr(ShimwatchRecord) record = load_record (f->records_dir);
@@ -1211,10 +1218,7 @@ test_ledger_unsent_reads_unsent (LedgerFixture *f,
                                  gconstpointer  data)
 {
   /* emitted on a closed connection: never written, settled as such */
-  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT, on_settled, f,
-                                  NULL);
-  shimwatch_signal_ledger_set_commit (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
-                                      prepare_record (f, "ShimDisconnected"));
+  expect_marked (f, "ShimDisconnected");
   g_assert_true (g_dbus_connection_close_sync (f->sender, NULL, NULL));
   g_dbus_connection_emit_signal (f->sender, NULL, "/org/shimwatch/Shimwatch1", LEDGER_IFACE,
                                  "ShimDisconnected",
@@ -1254,18 +1258,13 @@ static void
 test_ledger_crash_point_child (LedgerFixture *f,
                                gconstpointer  data)
 {
-  shimwatch_signal_ledger_expect (f->ledger, "ShimDisconnected", LEDGER_SUBJECT, on_settled, f,
-                                  NULL);
-  shimwatch_signal_ledger_set_commit (f->ledger, "ShimDisconnected", LEDGER_SUBJECT,
-                                      prepare_record (f, "ShimDisconnected"));
+  expect_marked (f, "ShimDisconnected");
   emit_signal (f, "ShimDisconnected", LEDGER_SUBJECT);
   g_assert_true (iterate (10000, has_settled, f));
   g_assert_cmpstr (f->settled->pdata[0], ==, "ShimDisconnected sent marked");
   /* as the record committer does once a signal settled: the crash comes after the write */
   shimwatch_signal_ledger_crash_point_after_write (f->ledger, HALT_STEP);
-  shimwatch_signal_ledger_expect (f->ledger, "TaskExit", LEDGER_SUBJECT, on_settled, f, NULL);
-  shimwatch_signal_ledger_set_commit (f->ledger, "TaskExit", LEDGER_SUBJECT,
-                                      prepare_record (f, "TaskExit"));
+  expect_marked (f, "TaskExit");
   emit_signal (f, "TaskExit", LEDGER_SUBJECT);
   iterate (10000, NULL, f);
   g_assert_not_reached ();
