@@ -736,6 +736,22 @@ spawner_main (int   sock,
   if (chdir ("/") != 0)
     _exit (71);
 
+  /* The service's OOM protection (OOMScoreAdjust= in its unit) is the service's own: what
+   * the spawner starts, and through it the shims and every container whose bundle sets no
+   * oomScoreAdj, starts from the kernel's default, as under a plain runc (the shim then
+   * takes its parent's score + 1, as under containerd). Raising a score needs no
+   * privilege. */
+  {
+    int fd = open ("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+    if (fd >= 0)
+      {
+        if (write (fd, "0", 1) != 1)
+          { /* a kernel without it: nothing to undo */ }
+        close (fd);
+      }
+  }
+
   /* A record is at most what the socket's send buffer holds: as much as the system lets
    * us ask for (net.core.wmem_max), and no more than the service reads at once. */
   setsockopt (sock, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);

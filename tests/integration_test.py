@@ -263,13 +263,14 @@ class ShimwatchTestCase(unittest.TestCase):
 
     # -- the service -------------------------------------------------------------------
 
-    def start_daemon(self, **extra_env):
+    def start_daemon(self, preexec_fn=None, **extra_env):
         argv = WRAPPER.split() + [SHIMWATCHD, "--runtime-dir", self.runtime_dir,
                                   "--state-dir", self.state_dir,
                                   "--config", self.config, "--verbose"]
         env = dict(os.environ, G_DEBUG="fatal-criticals", **extra_env)
         self.daemon = subprocess.Popen(argv, stdout=open(self.log_path, "a"),
-                                       stderr=subprocess.STDOUT, env=env)
+                                       stderr=subprocess.STDOUT, env=env,
+                                       preexec_fn=preexec_fn)
         guard_pid(self.dir, self.daemon.pid)
         bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
 
@@ -657,6 +658,29 @@ class NormalPathTests(ShimwatchTestCase):
         self.assertFalse(process_dead(task_pid))
         self.assertTrue(os.path.isdir(self.task_dir("default", "survivor")))
         self.assertEqual([e for e in self.signals.log if e[0] in ("TaskExit", "TaskDelete")], [])
+
+
+    def test_the_services_oom_score_stays_its_own(self):
+        """OOMScoreAdjust= in the unit protects the service, not what it starts: the shim
+        takes its parent's score + 1 (the runc shim's own rule, as under containerd), and
+        its parent, the spawner, starts from the kernel's default; the container, whose
+        bundle sets no oomScoreAdj, gets the shim's, as under plain runc."""
+        def oom_score_adj(pid):
+            with open(f"/proc/{pid}/oom_score_adj") as f:
+                return int(f.read())
+
+        def unprotected():     # raising a score needs no privilege, lowering it would
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("300")
+        self.stop_daemon()
+        self.start_daemon(preexec_fn=unprotected)
+        self.assertEqual(oom_score_adj(self.daemon.pid), 300)
+        path = self.create_task("default", "oomscore")
+        self.assertEqual(oom_score_adj(self.prop(path, "ShimPid")), 1)
+        self.assertEqual(oom_score_adj(self.prop(path, "TaskPid")), 1)
+        self.call(path, SHIM, "Kill", "(ub)", (9, False))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 15, "Status stopped")
+        self.call(path, SHIM, "Delete")
 
 
 class CgroupTests(ShimwatchTestCase):
