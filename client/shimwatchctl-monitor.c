@@ -85,9 +85,11 @@ emit_line (Monitor    *monitor,
       GString *line = g_string_new (NULL);
       g_autofree char *text = NULL;
 
+      g_autofree char *shown_task = ctl_escape (task != NULL ? task : "-");
+
       g_string_append_printf (line, "%s.%03d  %s%-18s%s %s", clock,
                               (int) (now % G_USEC_PER_SEC / 1000), ctl_color (ctl, "\033[1m"),
-                              signal, ctl_color (ctl, NULL), task != NULL ? task : "-");
+                              signal, ctl_color (ctl, NULL), shown_task);
       for (guint i = 0; i < fields->len; i++)
         {
           Field *field = &g_array_index (fields, Field, i);
@@ -97,7 +99,7 @@ emit_line (Monitor    *monitor,
               g_str_equal (field->name, "id"))
             continue;
           if (g_variant_is_of_type (field->value, G_VARIANT_TYPE_STRING))
-            value = g_variant_dup_string (field->value, NULL);
+            value = ctl_escape (g_variant_get_string (field->value, NULL));
           else
             value = g_variant_print (field->value, FALSE);
           g_string_append_printf (line, " %s=%s", field->name, value);
@@ -310,9 +312,8 @@ ctl_cmd_monitor (Ctl   *ctl,
     return exit_code;
   if (argc == 2)
     {
-      if (!ctl_parse_task (argv[1], &namespace_, &id))
-        return ctl_usage_error (command, _("“%s” is not a task name: NS/ID, each made of "
-                                           "letters, digits and . _ - (at most 76)"), argv[1]);
+      if (!ctl_parse_task (ctl, command, argv[1], &namespace_, &id, &exit_code))
+        return exit_code;
       monitor.only = g_strdup_printf ("%s/%s", namespace_, id);
     }
   if (!ctl_connect (ctl, &exit_code))
