@@ -321,7 +321,7 @@ ctl_get_shim_path (Ctl        *ctl,
       if (is_service_error (error, "NotFound"))
         {
           g_printerr (_("%s: no task %s/%s\n"), g_get_prgname (), namespace_, id);
-          /* before 0.2, -n was the number of lines of logs and history */
+          /* -n used to be the number of lines of logs and history */
           if (ctl->namespace_ != NULL &&
               strspn (ctl->namespace_, "0123456789") == strlen (ctl->namespace_))
             g_printerr (_("(-n names the namespace; the number of lines is -N)\n"));
