@@ -88,7 +88,7 @@ manager_signal_cb (GDBusConnection *connection,
   guint32 pid, status;
   guint64 exited_at;
 
-  if (!g_variant_is_of_type (parameters, G_VARIANT_TYPE ("(ossuut)")))
+  if (!g_variant_is_of_type (parameters, G_VARIANT_TYPE ("(osssuut)")))
     return;
   g_variant_get (parameters, "(&o&s&s&suut)", &shim, &namespace_, &container_id, &id, &pid,
                  &status, &exited_at);
