@@ -30,6 +30,7 @@ typedef struct {
   Ctl       *ctl;
   GMainLoop *loop;
   char      *only;           /* "namespace/id" or NULL */
+  char      *only_prefix;    /* "namespace/" (-n without a task) or NULL */
   int        exit_code;
 } Monitor;
 
@@ -126,6 +127,8 @@ static gboolean
 wanted (Monitor    *monitor,
         const char *task)
 {
+  if (monitor->only_prefix != NULL)
+    return task != NULL && g_str_has_prefix (task, monitor->only_prefix);
   return monitor->only == NULL || g_strcmp0 (monitor->only, task) == 0;
 }
 
@@ -144,7 +147,7 @@ manager_signal (Monitor    *monitor,
   if (names == NULL)
     {
       /* a signal of a newer service: its arguments in order */
-      if (monitor->only != NULL)
+      if (monitor->only != NULL || monitor->only_prefix != NULL)
         return;
       add_field (fields, "args", g_variant_ref (parameters));
       emit_line (monitor, signal, NULL, fields);
@@ -304,7 +307,7 @@ ctl_cmd_monitor (Ctl   *ctl,
   g_autofree char *namespace_ = NULL;
   g_autofree char *id = NULL;
   g_autoptr(GVariant) reply = NULL;
-  Monitor monitor = { ctl, NULL, NULL, CTL_EXIT_OK };
+  Monitor monitor = { ctl, NULL, NULL, NULL, CTL_EXIT_OK };
   guint service_sub, owner_sub;
   int exit_code = CTL_EXIT_OK;
 
@@ -316,6 +319,8 @@ ctl_cmd_monitor (Ctl   *ctl,
         return exit_code;
       monitor.only = g_strdup_printf ("%s/%s", namespace_, id);
     }
+  else if (ctl->namespace_ != NULL)
+    monitor.only_prefix = g_strdup_printf ("%s/", ctl->namespace_);
   if (!ctl_connect (ctl, &exit_code))
     return exit_code;
 
@@ -341,6 +346,8 @@ ctl_cmd_monitor (Ctl   *ctl,
                                        G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
   if (monitor.only != NULL)
     g_printerr (_("Monitoring %s. Press Ctrl+C to stop.\n"), monitor.only);
+  else if (ctl->namespace_ != NULL)
+    g_printerr (_("Monitoring namespace %s. Press Ctrl+C to stop.\n"), ctl->namespace_);
   else
     g_printerr (_("Monitoring shimwatchd. Press Ctrl+C to stop.\n"));
 
@@ -350,5 +357,6 @@ ctl_cmd_monitor (Ctl   *ctl,
   g_dbus_connection_signal_unsubscribe (ctl->connection, owner_sub);
   g_main_loop_unref (monitor.loop);
   g_free (monitor.only);
+  g_free (monitor.only_prefix);
   return monitor.exit_code;
 }

@@ -272,6 +272,14 @@ class MonitorTests(CliTestCase):
             proc.send_signal(signal.SIGINT)
             self.assertEqual(proc.wait(10), 0, "monitor exits 0 when interrupted")
 
+    def test_monitor_of_one_namespace(self):
+        proc, out = self.start_monitor("-n", "other")
+        self.create_task("default", "elsewhere")
+        self.create_task("other", "here")
+        out.wait_for(lambda l: "TaskStart" in l and "other/here" in l, 20, "other/here")
+        self.stop_monitor(proc)
+        self.assertTrue(all(" other/here" in l for l in out.seen), out.seen)
+
     def test_monitor_sees_the_crash_sequence(self):
         proc, out = self.start_monitor("--json")
         human, human_out = self.start_monitor("default/mon")
