@@ -821,6 +821,23 @@ class NewCommandTests(CliTestCase):
         proc = self.ctl("wait", "ghost")
         self.assertEqual((proc.returncode, proc.stderr), (3, "shimwatchctl: no task default/ghost\n"))
 
+    def test_wait_across_a_restart(self):
+        path = self.create_task("default", "patient")
+        waiter = self.start_wait("wait", "patient")
+        time.sleep(1)
+        # the service stops and comes back, the task lives on: the wait too
+        self.stop_daemon()
+        time.sleep(0.5)
+        self.assertIsNone(waiter.poll())
+        self.start_daemon()
+        wait_until(lambda: self.call(MANAGER_PATH, MANAGER, "ListShims")[0] == [path], 15,
+                   "the task after the restart")
+        time.sleep(1)
+        self.assertIsNone(waiter.poll())
+        self.ctl_ok("kill", "patient", "--signal", "KILL")
+        out, err = waiter.communicate(timeout=20)
+        self.assertEqual((waiter.returncode, err), (137, ""))
+
     def test_namespace_option(self):
         self.create_task("default", "web")
         other = self.create_task("other", "db")
