@@ -132,7 +132,10 @@ ctl_parse_command_line (Ctl                *ctl,
   g_autofree char *parameters = NULL;
   g_autoptr(GError) error = NULL;
 
-  parameters = g_strdup_printf ("%s %s", command->name, _(command->parameters));
+  /* gettext ("") is the catalogue's header: a command without parameters has none */
+  parameters = *command->parameters != '\0'
+               ? g_strdup_printf ("%s %s", command->name, _(command->parameters))
+               : g_strdup (command->name);
   context = g_option_context_new (parameters);
   g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
   g_option_context_set_summary (context, _(command->summary));
