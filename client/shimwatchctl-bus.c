@@ -29,7 +29,12 @@ ctl_connect (Ctl *ctl,
                                       NULL, &error);
   if (ctl->connection == NULL)
     {
+      g_autofree char *escaped = NULL;
+
       g_dbus_error_strip_remote_error (error);
+      escaped = ctl_escape (error->message);
+      g_free (error->message);
+      error->message = g_steal_pointer (&escaped);
       if (ctl->address != NULL)
         g_printerr (_("%s: cannot connect to the message bus at %s: %s\n"), g_get_prgname (),
                     ctl->address, error->message);
@@ -221,6 +226,8 @@ ctl_fail (Ctl          *ctl,
 {
   g_autofree char *what = NULL;
   g_autofree char *why = NULL;
+  g_autofree char *escaped_what = NULL;
+  g_autofree char *escaped_why = NULL;
   int exit_code;
   va_list args;
 
@@ -228,7 +235,10 @@ ctl_fail (Ctl          *ctl,
   what = g_strdup_vprintf (format, args);
   va_end (args);
   why = describe_error (error, method, &exit_code);
-  g_printerr ("%s: %s: %s\n", g_get_prgname (), what, why);
+  /* the service's own words may quote what a caller gave it: shown escaped */
+  escaped_what = ctl_escape (what);
+  escaped_why = ctl_escape (why);
+  g_printerr ("%s: %s: %s\n", g_get_prgname (), escaped_what, escaped_why);
   return exit_code;
 }
 
@@ -253,10 +263,15 @@ ctl_valid_identifier (const char *name)
   return !after_separator;
 }
 
+/* NS/ID, or a bare ID in the namespace of -n (default "default"); a usage error for
+ * anything else, and for an NS/ID whose namespace is not the one -n names */
 gboolean
-ctl_parse_task (const char *arg,
-                char      **out_namespace,
-                char      **out_id)
+ctl_parse_task (Ctl              *ctl,
+                const CtlCommand *command,
+                const char       *arg,
+                char            **out_namespace,
+                char            **out_id,
+                int              *exit_code)
 {
   const char *slash = strchr (arg, '/');
   g_autofree char *namespace_ = NULL;
@@ -264,7 +279,7 @@ ctl_parse_task (const char *arg,
 
   if (slash == NULL)
     {
-      namespace_ = g_strdup (CTL_DEFAULT_NAMESPACE);
+      namespace_ = g_strdup (ctl->namespace_ != NULL ? ctl->namespace_ : CTL_DEFAULT_NAMESPACE);
       id = g_strdup (arg);
     }
   else
@@ -273,7 +288,17 @@ ctl_parse_task (const char *arg,
       id = g_strdup (slash + 1);
     }
   if (!ctl_valid_identifier (namespace_) || !ctl_valid_identifier (id))
-    return FALSE;
+    {
+      *exit_code = ctl_usage_error (command, _("“%s” is not a task name: NS/ID, each made of "
+                                               "letters, digits and . _ - (at most 76)"), arg);
+      return FALSE;
+    }
+  if (ctl->namespace_ != NULL && !g_str_equal (namespace_, ctl->namespace_))
+    {
+      *exit_code = ctl_usage_error (command, _("“%s” is in namespace “%s”, but -n says “%s”"),
+                                    arg, namespace_, ctl->namespace_);
+      return FALSE;
+    }
   *out_namespace = g_steal_pointer (&namespace_);
   *out_id = g_steal_pointer (&id);
   return TRUE;
@@ -296,6 +321,10 @@ ctl_get_shim_path (Ctl        *ctl,
       if (is_service_error (error, "NotFound"))
         {
           g_printerr (_("%s: no task %s/%s\n"), g_get_prgname (), namespace_, id);
+          /* -n used to be the number of lines of logs and history */
+          if (ctl->namespace_ != NULL &&
+              strspn (ctl->namespace_, "0123456789") == strlen (ctl->namespace_))
+            g_printerr (_("(-n names the namespace; the number of lines is -N)\n"));
           *exit_code = CTL_EXIT_NOT_FOUND;
         }
       else

@@ -37,7 +37,7 @@ split_log_line (char        *line,
       *text = second + 1;
     }
   else
-    *text = "";
+    *text = space + 1 + strlen (space + 1);       /* "", inside @line */
   return TRUE;
 }
 
@@ -69,7 +69,7 @@ ctl_cmd_logs (Ctl   *ctl,
   const GOptionEntry entries[] = {
     { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow,
       N_("Keep printing new output until the task is deleted"), NULL },
-    { "tail", 'n', 0, G_OPTION_ARG_INT, &tail,
+    { "tail", 'N', 0, G_OPTION_ARG_INT, &tail,
       N_("Print only the last N lines"), N_("N") },
     { "timestamps", 't', 0, G_OPTION_ARG_NONE, &timestamps,
       N_("Prefix each line with its time"), NULL },
@@ -89,12 +89,13 @@ ctl_cmd_logs (Ctl   *ctl,
   gint32 handle;
   int fd;
   int exit_code = CTL_EXIT_OK;
+  gboolean escape_stdout = isatty (STDOUT_FILENO);
+  gboolean escape_stderr = isatty (STDERR_FILENO);
 
   if (!ctl_parse_command_line (ctl, command, entries, NULL, &argc, &argv, 1, 1, &exit_code))
     return exit_code;
-  if (!ctl_parse_task (argv[1], &namespace_, &id))
-    return ctl_usage_error (command, _("“%s” is not a task name: NS/ID, each made of letters, "
-                                       "digits and . _ - (at most 76)"), argv[1]);
+  if (!ctl_parse_task (ctl, command, argv[1], &namespace_, &id, &exit_code))
+    return exit_code;
   if (tail < -1)
     return ctl_usage_error (command, _("--tail must not be negative"));
   name = g_strdup_printf ("%s/%s", namespace_, id);
@@ -160,12 +161,23 @@ ctl_cmd_logs (Ctl   *ctl,
       else
         {
           /* the task's stderr goes to ours, as docker logs does */
-          FILE *out = g_str_equal (stream, "stderr") ? stderr : stdout;
+          gboolean is_stderr = g_str_equal (stream, "stderr");
+          FILE *out = is_stderr ? stderr : stdout;
+          gsize text_length = length - (gsize) (text - line);
+          g_autofree char *escaped = NULL;
 
+          /* the least trusted text there is: on a terminal its control characters are
+           * shown, not obeyed; through a pipe it goes as the task wrote it */
+          if (is_stderr ? escape_stderr : escape_stdout)
+            {
+              escaped = ctl_escape_output (text, text_length);
+              text = escaped;
+              text_length = strlen (escaped);
+            }
           if (timestamps)
-            fprintf (out, "%s %s\n", time, text);
-          else
-            fprintf (out, "%s\n", text);
+            fprintf (out, "%s ", time);
+          fwrite (text, 1, text_length, out);
+          fputc ('\n', out);
           if (follow)
             fflush (out);
         }
@@ -198,7 +210,7 @@ ctl_cmd_history (Ctl   *ctl,
   const CtlCommand *command = ctl_lookup_command ("history");
   int limit = 0;
   const GOptionEntry entries[] = {
-    { "lines", 'n', 0, G_OPTION_ARG_INT, &limit,
+    { "lines", 'N', 0, G_OPTION_ARG_INT, &limit,
       N_("Show at most the last N events (default 100)"), N_("N") },
     { NULL }
   };
@@ -213,19 +225,19 @@ ctl_cmd_history (Ctl   *ctl,
   if (!ctl_parse_command_line (ctl, command, entries, NULL, &argc, &argv, 0, 1, &exit_code))
     return exit_code;
   if (limit < 0)
-    return ctl_usage_error (command, _("-n must not be negative"));
-  if (argc == 2 && !ctl_parse_task (argv[1], &namespace_, &id))
-    return ctl_usage_error (command, _("“%s” is not a task name: NS/ID, each made of letters, "
-                                       "digits and . _ - (at most 76)"), argv[1]);
+    return ctl_usage_error (command, _("--lines must not be negative"));
+  if (argc == 2 && !ctl_parse_task (ctl, command, argv[1], &namespace_, &id, &exit_code))
+    return exit_code;
+  if (argc < 2 && ctl->namespace_ != NULL)
+    namespace_ = g_strdup (ctl->namespace_);
   if (!ctl_connect (ctl, &exit_code))
     return exit_code;
   if (limit > 0)
     g_variant_builder_add (&options, "{sv}", "limit", g_variant_new_uint32 ((guint32) limit));
   if (namespace_ != NULL)
-    {
-      g_variant_builder_add (&options, "{sv}", "namespace", g_variant_new_string (namespace_));
-      g_variant_builder_add (&options, "{sv}", "id", g_variant_new_string (id));
-    }
+    g_variant_builder_add (&options, "{sv}", "namespace", g_variant_new_string (namespace_));
+  if (id != NULL)
+    g_variant_builder_add (&options, "{sv}", "id", g_variant_new_string (id));
   reply = ctl_call (ctl, CTL_MANAGER_PATH, CTL_MANAGER_IFACE, "GetHistory",
                     g_variant_new ("(a{sv})", &options), "(aa{sv})", FALSE, NULL, &error);
   if (reply == NULL)

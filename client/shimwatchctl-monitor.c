@@ -30,6 +30,7 @@ typedef struct {
   Ctl       *ctl;
   GMainLoop *loop;
   char      *only;           /* "namespace/id" or NULL */
+  char      *only_prefix;    /* "namespace/" (-n without a task) or NULL */
   int        exit_code;
 } Monitor;
 
@@ -85,9 +86,11 @@ emit_line (Monitor    *monitor,
       GString *line = g_string_new (NULL);
       g_autofree char *text = NULL;
 
+      g_autofree char *shown_task = ctl_escape (task != NULL ? task : "-");
+
       g_string_append_printf (line, "%s.%03d  %s%-18s%s %s", clock,
                               (int) (now % G_USEC_PER_SEC / 1000), ctl_color (ctl, "\033[1m"),
-                              signal, ctl_color (ctl, NULL), task != NULL ? task : "-");
+                              signal, ctl_color (ctl, NULL), shown_task);
       for (guint i = 0; i < fields->len; i++)
         {
           Field *field = &g_array_index (fields, Field, i);
@@ -97,7 +100,7 @@ emit_line (Monitor    *monitor,
               g_str_equal (field->name, "id"))
             continue;
           if (g_variant_is_of_type (field->value, G_VARIANT_TYPE_STRING))
-            value = g_variant_dup_string (field->value, NULL);
+            value = ctl_escape (g_variant_get_string (field->value, NULL));
           else
             value = g_variant_print (field->value, FALSE);
           g_string_append_printf (line, " %s=%s", field->name, value);
@@ -124,6 +127,8 @@ static gboolean
 wanted (Monitor    *monitor,
         const char *task)
 {
+  if (monitor->only_prefix != NULL)
+    return task != NULL && g_str_has_prefix (task, monitor->only_prefix);
   return monitor->only == NULL || g_strcmp0 (monitor->only, task) == 0;
 }
 
@@ -142,7 +147,7 @@ manager_signal (Monitor    *monitor,
   if (names == NULL)
     {
       /* a signal of a newer service: its arguments in order */
-      if (monitor->only != NULL)
+      if (monitor->only != NULL || monitor->only_prefix != NULL)
         return;
       add_field (fields, "args", g_variant_ref (parameters));
       emit_line (monitor, signal, NULL, fields);
@@ -302,7 +307,7 @@ ctl_cmd_monitor (Ctl   *ctl,
   g_autofree char *namespace_ = NULL;
   g_autofree char *id = NULL;
   g_autoptr(GVariant) reply = NULL;
-  Monitor monitor = { ctl, NULL, NULL, CTL_EXIT_OK };
+  Monitor monitor = { ctl, NULL, NULL, NULL, CTL_EXIT_OK };
   guint service_sub, owner_sub;
   int exit_code = CTL_EXIT_OK;
 
@@ -310,11 +315,12 @@ ctl_cmd_monitor (Ctl   *ctl,
     return exit_code;
   if (argc == 2)
     {
-      if (!ctl_parse_task (argv[1], &namespace_, &id))
-        return ctl_usage_error (command, _("“%s” is not a task name: NS/ID, each made of "
-                                           "letters, digits and . _ - (at most 76)"), argv[1]);
+      if (!ctl_parse_task (ctl, command, argv[1], &namespace_, &id, &exit_code))
+        return exit_code;
       monitor.only = g_strdup_printf ("%s/%s", namespace_, id);
     }
+  else if (ctl->namespace_ != NULL)
+    monitor.only_prefix = g_strdup_printf ("%s/", ctl->namespace_);
   if (!ctl_connect (ctl, &exit_code))
     return exit_code;
 
@@ -340,6 +346,8 @@ ctl_cmd_monitor (Ctl   *ctl,
                                        G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
   if (monitor.only != NULL)
     g_printerr (_("Monitoring %s. Press Ctrl+C to stop.\n"), monitor.only);
+  else if (ctl->namespace_ != NULL)
+    g_printerr (_("Monitoring namespace %s. Press Ctrl+C to stop.\n"), ctl->namespace_);
   else
     g_printerr (_("Monitoring shimwatchd. Press Ctrl+C to stop.\n"));
 
@@ -349,5 +357,6 @@ ctl_cmd_monitor (Ctl   *ctl,
   g_dbus_connection_signal_unsubscribe (ctl->connection, owner_sub);
   g_main_loop_unref (monitor.loop);
   g_free (monitor.only);
+  g_free (monitor.only_prefix);
   return monitor.exit_code;
 }

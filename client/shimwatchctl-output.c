@@ -58,6 +58,77 @@ ctl_status_color (Ctl        *ctl,
   return NULL;
 }
 
+/* control characters made visible, as systemctl and journalctl show them: \n \r \t \e
+ * \a \b \f \v by name, other C0 and DEL as \xNN, C1 controls and the bidirectional
+ * overrides (which reorder what follows them on screen) as \uNNNN, bytes that are not
+ * UTF-8 as \xNN. @output: task output, where a tab stays a tab and a backslash stays one
+ * (it is not a string the service gives, and shown for reading, not for copying back). */
+static void
+append_escaped (GString    *out,
+                const char *text,
+                gssize      length,
+                gboolean    output)
+{
+  const char *p = text;
+  const char *end = length < 0 ? text + strlen (text) : text + length;
+
+  while (p < end)
+    {
+      gunichar c = g_utf8_get_char_validated (p, end - p);
+      const char *named = NULL;
+      guchar byte = (guchar) p[0];
+
+      if (c >= 0x110000)                /* (gunichar) -1 or -2: not UTF-8 */
+        {
+          g_string_append_printf (out, "\\x%02x", byte);
+          p++;
+          continue;
+        }
+      switch (c)
+        {
+        case '\n': named = "\\n"; break;
+        case '\r': named = "\\r"; break;
+        case '\t': named = output ? "\t" : "\\t"; break;
+        case '\033': named = "\\e"; break;
+        case '\a': named = "\\a"; break;
+        case '\b': named = "\\b"; break;
+        case '\f': named = "\\f"; break;
+        case '\v': named = "\\v"; break;
+        case '\\': named = output ? "\\" : "\\\\"; break;
+        default: break;
+        }
+      if (named != NULL)
+        g_string_append (out, named);
+      else if (c < 0x20 || c == 0x7f)
+        g_string_append_printf (out, "\\x%02x", c);
+      else if ((c >= 0x80 && c < 0xa0) || (c >= 0x202a && c <= 0x202e) ||
+               (c >= 0x2066 && c <= 0x2069))
+        g_string_append_printf (out, "\\u%04x", c);
+      else
+        g_string_append_len (out, p, g_utf8_next_char (p) - p);
+      p = g_utf8_next_char (p);
+    }
+}
+
+char *
+ctl_escape (const char *text)
+{
+  GString *out = g_string_sized_new (strlen (text));
+
+  append_escaped (out, text, -1, FALSE);
+  return g_string_free (out, FALSE);
+}
+
+char *
+ctl_escape_output (const char *text,
+                   gsize       length)
+{
+  GString *out = g_string_sized_new (length);
+
+  append_escaped (out, text, (gssize) length, TRUE);
+  return g_string_free (out, FALSE);
+}
+
 char *
 ctl_format_time (guint64 usec)
 {
@@ -149,9 +220,10 @@ ctl_print_field (const char *label,
                  const char *value)
 {
   /* labels are right-aligned by display width, as systemctl status does */
-  glong pad = 16 - g_utf8_strlen (label, -1);
+  int pad = 16 - (int) ctl_display_width (label);
+  g_autofree char *shown = ctl_escape (value);
 
-  g_print ("%*s%s: %s\n", (int) MAX (pad, 0), "", label, value);
+  g_print ("%*s%s: %s\n", MAX (pad, 0), "", label, shown);
 }
 
 /* --- tables -------------------------------------------------------------------------- */
@@ -219,7 +291,8 @@ ctl_table_add_row (CtlTable *table,
     {
       const char *cell = va_arg (args, const char *);
 
-      row[i] = g_strdup (cell != NULL ? cell : "");
+      /* the cells are text from the service: never a control character to the terminal */
+      row[i] = ctl_escape (cell != NULL ? cell : "");
     }
   va_end (args);
   g_ptr_array_add (table->rows, row);
@@ -247,10 +320,24 @@ ctl_table_set_cell_color (CtlTable   *table,
   (*colors)[column] = g_strdup (sgr);
 }
 
+/* the columns @c takes on a terminal: 2 for East Asian wide and full-width characters,
+ * 0 for combining marks and other zero-width characters, 1 for the rest */
 static guint
-display_width (const char *text)
+char_width (gunichar c)
 {
-  return (guint) g_utf8_strlen (text, -1);
+  if (g_unichar_iszerowidth (c))
+    return 0;
+  return g_unichar_iswide (c) ? 2 : 1;
+}
+
+guint
+ctl_display_width (const char *text)
+{
+  guint width = 0;
+
+  for (const char *p = text; *p != '\0'; p = g_utf8_next_char (p))
+    width += char_width (g_utf8_get_char (p));
+  return width;
 }
 
 static guint
@@ -282,10 +369,10 @@ fit (CtlTable *table)
     {
       Column *column = &g_array_index (table->columns, Column, i);
 
-      column->width = display_width (column->title);
+      column->width = ctl_display_width (column->title);
       for (guint r = 0; r < table->rows->len; r++)
         column->width = MAX (column->width,
-                             display_width (((GStrv) g_ptr_array_index (table->rows, r))[i]));
+                             ctl_display_width (((GStrv) g_ptr_array_index (table->rows, r))[i]));
     }
   if (width == 0)
     return;
@@ -339,10 +426,22 @@ cell_text (const char *text,
            guint       width)
 {
   g_autofree char *cut = NULL;
+  const char *p = text;
+  guint used = 0;
 
-  if (display_width (text) <= width)
+  if (ctl_display_width (text) <= width)
     return g_strdup (text);
-  cut = g_utf8_substring (text, 0, width - 1);
+  /* as many whole characters as fit beside the ellipsis, with their combining marks */
+  while (*p != '\0')
+    {
+      guint next = char_width (g_utf8_get_char (p));
+
+      if (used + next > width - 1)
+        break;
+      used += next;
+      p = g_utf8_next_char (p);
+    }
+  cut = g_strndup (text, p - text);
   return g_strconcat (cut, "…", NULL);
 }
 
@@ -354,7 +453,7 @@ print_cell (CtlTable   *table,
             gboolean    last)
 {
   g_autofree char *shown = cell_text (text, column->width);
-  guint pad = column->width - display_width (shown);
+  guint pad = column->width - ctl_display_width (shown);
   gboolean colored = sgr != NULL && *sgr != '\0' && table->ctl->color;
 
   if (column->right_align)

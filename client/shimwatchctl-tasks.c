@@ -40,13 +40,8 @@ task_prepare (Ctl              *ctl,
               Task             *task,
               int              *exit_code)
 {
-  if (!ctl_parse_task (arg, &task->namespace_, &task->id))
-    {
-      *exit_code = ctl_usage_error (command,
-                                    _("“%s” is not a task name: NS/ID, each made of letters, "
-                                      "digits and . _ - (at most 76)"), arg);
-      return FALSE;
-    }
+  if (!ctl_parse_task (ctl, command, arg, &task->namespace_, &task->id, exit_code))
+    return FALSE;
   task->name = g_strdup_printf ("%s/%s", task->namespace_, task->id);
   if (!ctl_connect (ctl, exit_code))
     return FALSE;
@@ -196,11 +191,10 @@ ctl_cmd_list (Ctl   *ctl,
   g_autofree char *namespace_ = NULL;
   gboolean all = FALSE;
   gboolean quiet = FALSE;
+  /* -n NS is a global option: the namespace, for every command */
   const GOptionEntry entries[] = {
     { "all-namespaces", 'A', 0, G_OPTION_ARG_NONE, &all,
       N_("List the tasks of every namespace"), NULL },
-    { "namespace", 'n', 0, G_OPTION_ARG_STRING, &namespace_,
-      N_("List the tasks of namespace NS (default: “default”)"), N_("NS") },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet,
       N_("Print only the task names (NS/ID), one per line"), NULL },
     { NULL }
@@ -219,10 +213,9 @@ ctl_cmd_list (Ctl   *ctl,
 
   if (!ctl_parse_command_line (ctl, command, entries, NULL, &argc, &argv, 0, 0, &exit_code))
     return exit_code;
+  namespace_ = g_strdup (ctl->namespace_);
   if (all && namespace_ != NULL)
     return ctl_usage_error (command, _("--all-namespaces and --namespace exclude each other"));
-  if (namespace_ != NULL && !ctl_valid_identifier (namespace_))
-    return ctl_usage_error (command, _("“%s” is not a namespace name"), namespace_);
   if (namespace_ == NULL && !all)
     namespace_ = g_strdup (CTL_DEFAULT_NAMESPACE);
   if (!ctl_connect (ctl, &exit_code))
@@ -281,8 +274,10 @@ ctl_cmd_list (Ctl   *ctl,
       for (guint i = 0; i < rows->len; i++)
         {
           Row *row = &g_array_index (rows, Row, i);
+          g_autofree char *name = g_strdup_printf ("%s/%s", row->namespace_, row->id);
+          g_autofree char *shown = ctl_escape (name);
 
-          g_print ("%s/%s\n", row->namespace_, row->id);
+          g_print ("%s\n", shown);
         }
     }
   else if (rows->len == 0)
@@ -508,9 +503,11 @@ ctl_cmd_status (Ctl   *ctl,
   {
     const char *sgr = ctl_status_color (ctl, status);
 
+    g_autofree char *shown = ctl_escape (status);
+
     g_print ("%s●%s %s - %s%s%s\n", sgr != NULL ? sgr : "", sgr != NULL ? ctl_color (ctl,
                                                                                      NULL) : "",
-             task.name, sgr != NULL ? sgr : "", status, sgr != NULL ? ctl_color (ctl, NULL) : "");
+             task.name, sgr != NULL ? sgr : "", shown, sgr != NULL ? ctl_color (ctl, NULL) : "");
   }
   ctl_print_field (_("Object"), task.path);
   for (guint i = 0; i < G_N_ELEMENTS (shown_properties); i++)
@@ -541,7 +538,10 @@ ctl_cmd_status (Ctl   *ctl,
     while (g_variant_iter_loop (&iter, "{&sv}", &name, &value))
       if (!is_shown_property (name))
         {
-          g_autofree char *text = g_variant_print (value, FALSE);
+          /* a string as it is (escaped when printed), anything else in GVariant's notation */
+          g_autofree char *text = g_variant_is_of_type (value, G_VARIANT_TYPE_STRING)
+                                  ? g_variant_dup_string (value, NULL)
+                                  : g_variant_print (value, FALSE);
 
           ctl_print_field (name, text);
         }
@@ -1022,5 +1022,112 @@ ctl_cmd_reap (Ctl   *ctl,
     }
   status_text = ctl_format_exit_status (status);
   g_print (_("Reaped %s: exit status %s.\n"), task.name, status_text);
+  return CTL_EXIT_OK;
+}
+
+/* --- label --------------------------------------------------------------------------- */
+
+int
+ctl_cmd_label (Ctl   *ctl,
+               int    argc,
+               char **argv)
+{
+  const CtlCommand *command = ctl_lookup_command ("label");
+  g_auto(Task) task = { 0 };
+  g_autoptr(GVariant) properties = NULL;
+  g_autoptr(GVariant) current = NULL;
+  g_autoptr(GVariant) reply = NULL;
+  g_autoptr(GHashTable) labels = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_autoptr(GError) error = NULL;
+  g_auto(GVariantBuilder) builder = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE ("a{ss}"));
+  g_autoptr(GList) keys = NULL;
+  GVariantIter iter;
+  const char *key;
+  const char *value;
+  int exit_code = CTL_EXIT_OK;
+
+  if (!ctl_parse_command_line (ctl, command, NULL,
+                               _("KEY=VALUE sets a label, KEY- removes one; the other labels "
+                                 "stay."),
+                               &argc, &argv, 2, -1, &exit_code))
+    return exit_code;
+  /* every change is checked before anything is asked of the service */
+  for (int i = 2; i < argc; i++)
+    {
+      const char *equals = strchr (argv[i], '=');
+
+      if (equals == NULL && !(g_str_has_suffix (argv[i], "-") && argv[i][1] != '\0'))
+        return ctl_usage_error (command, _("a label change is KEY=VALUE or KEY-, not “%s”"),
+                                argv[i]);
+      if (equals == argv[i])
+        return ctl_usage_error (command, _("a label change is KEY=VALUE or KEY-, not “%s”"),
+                                argv[i]);
+    }
+  if (!task_prepare (ctl, command, argv[1], TRUE, &task, &exit_code))
+    return exit_code;
+  properties = get_all_properties (ctl, task.path, &error);
+  if (properties == NULL)
+    return ctl_fail (ctl, error, "GetAll", _("cannot read the labels of %s"), task.name);
+  current = g_variant_lookup_value (properties, "Labels", G_VARIANT_TYPE ("a{ss}"));
+  if (current != NULL)
+    {
+      g_variant_iter_init (&iter, current);
+      while (g_variant_iter_next (&iter, "{&s&s}", &key, &value))
+        g_hash_table_insert (labels, g_strdup (key), g_strdup (value));
+    }
+  /* in the order given: "a=1 a-" leaves no a */
+  for (int i = 2; i < argc; i++)
+    {
+      const char *equals = strchr (argv[i], '=');
+
+      if (equals != NULL)
+        g_hash_table_insert (labels, g_strndup (argv[i], equals - argv[i]),
+                             g_strdup (equals + 1));
+      else
+        {
+          g_autofree char *name = g_strndup (argv[i], strlen (argv[i]) - 1);
+
+          g_hash_table_remove (labels, name);
+        }
+    }
+  /* SetLabels replaces them all */
+  keys = g_list_sort (g_hash_table_get_keys (labels), (GCompareFunc) strcmp);
+  for (GList *l = keys; l != NULL; l = l->next)
+    g_variant_builder_add (&builder, "{ss}", l->data, g_hash_table_lookup (labels, l->data));
+  reply = ctl_call (ctl, task.path, CTL_SHIM_IFACE, "SetLabels",
+                    g_variant_new ("(@a{ss})", g_variant_builder_end (&builder)), "()", TRUE,
+                    NULL, &error);
+  if (reply == NULL)
+    return ctl_fail (ctl, error, "SetLabels", _("cannot set the labels of %s"), task.name);
+  if (ctl->json)
+    {
+      g_autoptr(JsonBuilder) json = task_json_begin (&task);
+
+      json_builder_set_member_name (json, "labels");
+      json_builder_begin_object (json);
+      for (GList *l = keys; l != NULL; l = l->next)
+        {
+          json_builder_set_member_name (json, l->data);
+          json_builder_add_string_value (json, g_hash_table_lookup (labels, l->data));
+        }
+      json_builder_end_object (json);
+      task_json_end (json);
+    }
+  else
+    {
+      GString *text = g_string_new (NULL);
+      g_autofree char *joined = NULL;
+      g_autofree char *shown = NULL;
+
+      for (GList *l = keys; l != NULL; l = l->next)
+        g_string_append_printf (text, "%s%s=%s", text->len > 0 ? " " : "", (char *) l->data,
+                                (char *) g_hash_table_lookup (labels, l->data));
+      joined = g_string_free (text, FALSE);
+      shown = ctl_escape (joined);
+      if (*shown != '\0')
+        g_print (_("Labels of %s: %s\n"), task.name, shown);
+      else
+        g_print (_("%s has no labels.\n"), task.name);
+    }
   return CTL_EXIT_OK;
 }

@@ -24,7 +24,16 @@ static const CtlCommand commands[] = {
   { "reap", N_("NS/ID"), N_("Kill a task’s shim and clean up everything it leaves"), ctl_cmd_reap },
   { "logs", N_("NS/ID"), N_("Print a task’s output"), ctl_cmd_logs },
   { "history", N_("[NS/ID]"), N_("Show recent lifecycle events"), ctl_cmd_history },
+  { "label", N_("NS/ID KEY=VALUE… KEY-…"), N_("Set or remove labels of a task"), ctl_cmd_label },
+  { "wait", N_("NS/ID"), N_("Wait until a task exits; exit with its exit status"),
+    ctl_cmd_wait },
+  { "version", "", N_("Show the client’s and the service’s version and counters"),
+    ctl_cmd_version },
+  { "help", N_("[COMMAND]"), N_("Show the commands, or one command’s options"), ctl_cmd_help },
 };
+
+/* the main help, for "help" without a command */
+static GOptionContext *main_context;
 
 GQuark
 ctl_error_quark (void)
@@ -54,6 +63,9 @@ add_global_entries (GPtrArray *entries,
       N_("Talk to the service on the session bus (development)"), NULL },
     { "address", 0, 0, G_OPTION_ARG_STRING, &ctl->address,
       N_("Talk to the service on the message bus at ADDRESS"), N_("ADDRESS") },
+    { "namespace", 'n', 0, G_OPTION_ARG_STRING, &ctl->namespace_,
+      N_("The namespace of a bare ID, and the one list shows (default: “default”)"),
+      N_("NS") },
     { "no-ask-password", 0, 0, G_OPTION_ARG_NONE, &ctl->no_ask_password,
       N_("Never let polkit ask for a password"), NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, &ctl->version,
@@ -80,11 +92,16 @@ ctl_usage_error (const CtlCommand *command,
                  ...)
 {
   g_autofree char *message = NULL;
+  g_autofree char *escaped = NULL;
   va_list args;
 
   va_start (args, format);
   message = g_strdup_vprintf (format, args);
   va_end (args);
+  /* it may quote an argument, as typed or as a script made it */
+  escaped = ctl_escape (message);
+  g_free (message);
+  message = g_steal_pointer (&escaped);
   if (command != NULL)
     {
       g_printerr ("%s %s: %s\n", g_get_prgname (), command->name, message);
@@ -115,7 +132,10 @@ ctl_parse_command_line (Ctl                *ctl,
   g_autofree char *parameters = NULL;
   g_autoptr(GError) error = NULL;
 
-  parameters = g_strdup_printf ("%s %s", command->name, _(command->parameters));
+  /* gettext ("") is the catalogue's header: a command without parameters has none */
+  parameters = *command->parameters != '\0'
+               ? g_strdup_printf ("%s %s", command->name, _(command->parameters))
+               : g_strdup (command->name);
   context = g_option_context_new (parameters);
   g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
   g_option_context_set_summary (context, _(command->summary));
@@ -143,6 +163,11 @@ ctl_parse_command_line (Ctl                *ctl,
       *exit_code = ctl_usage_error (command, _("--address and --session exclude each other"));
       return FALSE;
     }
+  if (ctl->namespace_ != NULL && !ctl_valid_identifier (ctl->namespace_))
+    {
+      *exit_code = ctl_usage_error (command, _("“%s” is not a namespace name"), ctl->namespace_);
+      return FALSE;
+    }
   /* (*argv)[0] is the command */
   if (*argc - 1 < min_args)
     {
@@ -158,6 +183,33 @@ ctl_parse_command_line (Ctl                *ctl,
     }
   ctl_output_init (ctl);
   return TRUE;
+}
+
+int
+ctl_cmd_help (Ctl   *ctl,
+              int    argc,
+              char **argv)
+{
+  const CtlCommand *command = ctl_lookup_command ("help");
+  const CtlCommand *topic;
+  char *help_argv[] = { NULL, (char *) "--help", NULL };
+  int exit_code = CTL_EXIT_OK;
+
+  if (!ctl_parse_command_line (ctl, command, NULL, NULL, &argc, &argv, 0, 1, &exit_code))
+    return exit_code;
+  if (argc < 2)
+    {
+      g_autofree char *text = g_option_context_get_help (main_context, TRUE, NULL);
+
+      g_print ("%s", text);
+      return CTL_EXIT_OK;
+    }
+  topic = ctl_lookup_command (argv[1]);
+  if (topic == NULL)
+    return ctl_usage_error (command, _("unknown command “%s”"), argv[1]);
+  /* the very text of "COMMAND --help": the command's own option parser prints it */
+  help_argv[0] = (char *) topic->name;
+  return topic->func (ctl, 2, help_argv);
 }
 
 static char *
@@ -210,6 +262,7 @@ main (int    argc,
   add_global_entries (entries, &ctl);
   flat = flatten_entries (entries);
   g_option_context_add_main_entries (context, flat, GETTEXT_PACKAGE);
+  main_context = context;
   if (!g_option_context_parse (context, &argc, &argv, &error))
     return ctl_usage_error (NULL, "%s", error->message);
   if (ctl.version)
@@ -235,5 +288,6 @@ main (int    argc,
   status = command->func (&ctl, argc, argv);
   g_clear_object (&ctl.connection);
   g_free (ctl.address);
+  g_free (ctl.namespace_);
   return status;
 }

@@ -39,6 +39,7 @@ typedef struct {
   gboolean         system;
   gboolean         session;
   char            *address;
+  char            *namespace_;     /* -n: of a bare ID, and what list shows */
   gboolean         no_ask_password;
   gboolean         version;
 
@@ -90,9 +91,12 @@ int          ctl_fail               (Ctl          *ctl,
                                      const char   *format,
                                      ...) G_GNUC_PRINTF (4, 5);
 gboolean     ctl_error_is_unknown_method (const GError *error);
-gboolean     ctl_parse_task         (const char   *arg,
+gboolean     ctl_parse_task         (Ctl          *ctl,
+                                     const CtlCommand *command,
+                                     const char   *arg,
                                      char        **out_namespace,
-                                     char        **out_id);
+                                     char        **out_id,
+                                     int          *exit_code);
 gboolean     ctl_valid_identifier   (const char   *name);
 char        *ctl_get_shim_path      (Ctl          *ctl,
                                      const char   *namespace_,
@@ -112,6 +116,10 @@ char        *ctl_format_age         (guint64       usec,
 char        *ctl_format_exit_status (guint32       status);
 char        *ctl_format_bytes       (guint64       bytes);
 char        *ctl_snake_case         (const char   *camel);
+char        *ctl_escape             (const char   *text);
+char        *ctl_escape_output      (const char   *text,
+                                     gsize         length);
+guint        ctl_display_width      (const char   *text);
 JsonNode    *ctl_json_from_variant  (GVariant     *value);
 void         ctl_print_json         (JsonNode     *node,
                                      gboolean      pretty);
@@ -148,6 +156,10 @@ int ctl_cmd_reap    (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_monitor (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_logs    (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_history (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_label   (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_wait    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_version (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_help    (Ctl *ctl, int argc, char **argv);
 
 const CtlCommand *ctl_lookup_command (const char *name);
 

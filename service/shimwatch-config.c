@@ -106,6 +106,33 @@ shimwatch_config_free (ShimwatchConfig *config)
   g_free (config);
 }
 
+/* a boolean as users of key files and systemd units write it: true/false, yes/no, on/off
+ * or 1/0, in any case; g_key_file_get_boolean() takes only true/false and 1/0 */
+static gboolean
+get_boolean (GKeyFile    *file,
+             const char  *group,
+             const char  *key,
+             GError     **error)
+{
+  static const char * const yes[] = { "true", "yes", "on", "1" };
+  static const char * const no[] = { "false", "no", "off", "0" };
+  g_autofree char *value = g_key_file_get_value (file, group, key, error);
+
+  if (value == NULL)
+    return FALSE;
+  g_strstrip (value);
+  for (guint i = 0; i < G_N_ELEMENTS (yes); i++)
+    {
+      if (g_ascii_strcasecmp (value, yes[i]) == 0)
+        return TRUE;
+      if (g_ascii_strcasecmp (value, no[i]) == 0)
+        return FALSE;
+    }
+  g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+               "\"%s\" is not a boolean (true/false, yes/no, on/off or 1/0)", value);
+  return FALSE;
+}
+
 static gboolean
 absolute_dir (const char  *key,
               const char  *value,
@@ -274,7 +301,7 @@ load_containerd_group (ShimwatchConfig  *config,
 
   if (!g_key_file_has_group (file, group))
     return TRUE;
-  READ_KEY (g_key_file_get_boolean, group, "Enable", enable);
+  READ_KEY (get_boolean, group, "Enable", enable);
   READ_KEY (g_key_file_get_string, group, "StateDirectory", state_dir);
   READ_KEY (g_key_file_get_string, group, "Address", address);
   READ_KEY (get_string_list, group, "Namespaces", namespaces);

@@ -272,6 +272,14 @@ class MonitorTests(CliTestCase):
             proc.send_signal(signal.SIGINT)
             self.assertEqual(proc.wait(10), 0, "monitor exits 0 when interrupted")
 
+    def test_monitor_of_one_namespace(self):
+        proc, out = self.start_monitor("-n", "other")
+        self.create_task("default", "elsewhere")
+        self.create_task("other", "here")
+        out.wait_for(lambda l: "TaskStart" in l and "other/here" in l, 20, "other/here")
+        self.stop_monitor(proc)
+        self.assertTrue(all(" other/here" in l for l in out.seen), out.seen)
+
     def test_monitor_sees_the_crash_sequence(self):
         proc, out = self.start_monitor("--json")
         human, human_out = self.start_monitor("default/mon")
@@ -464,7 +472,16 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("st"), ["start", "status", "stop"])
         self.assertEqual(self.complete(""), sorted(
             ["list", "status", "monitor", "run", "start", "stop", "kill", "pause", "resume",
-             "delete", "reap", "logs", "history"]))
+             "delete", "reap", "logs", "history", "label", "wait", "version", "help"]))
+        self.assertEqual(self.complete("help", "st"), ["start", "status", "stop"])
+        self.assertEqual(self.complete("logs", "--t"), ["--tail=", "--timestamps"])
+        self.assertEqual(self.complete("history", "-"), sorted(
+            ["--lines=", "-N", "--json", "--system", "--session", "--address=", "--namespace=",
+             "-n", "--no-ask-password", "--version", "--help"]))
+        self.assertEqual(self.complete("wait", ""), ["default/alpha", "other/beta"])
+        self.assertEqual(self.complete("label", "oth"), ["other/beta"])
+        self.assertEqual(self.complete("-n", ""), ["default", "other"])
+        self.assertEqual(self.complete("status", "-n", "o"), ["other"])
         self.assertEqual(self.complete("kill", "--s"), ["--session", "--signal=", "--system"])
         self.assertIn("KILL", self.complete("kill", "--signal", ""))
         # live task names from the running service
@@ -533,7 +550,8 @@ class NewerApiTests(CliTestCase):
 
         everything = self.ctl_json("history")["events"]
         self.assertIn(("default", "other"), [(e["namespace"], e["id"]) for e in everything])
-        self.assertEqual(len(self.ctl_json("history", "-n", "2")["events"]), 2)
+        self.assertEqual(len(self.ctl_json("history", "-N", "2")["events"]), 2)
+        self.assertEqual(len(self.ctl_json("history", "--lines", "2")["events"]), 2)
 
         lines = self.ctl_ok("history", "hist").splitlines()
         self.assertEqual(lines[0].split(), ["TIME", "EVENT", "TASK", "PID", "STATUS", "REASON"])
@@ -579,7 +597,7 @@ class LogsTests(CliTestCase):
         document = self.ctl_json("logs", "default/chatty", "--tail", "2")
         self.assertEqual((document["namespace"], document["id"], len(document["lines"])),
                          ("default", "chatty", 2))
-        stamped = self.ctl_ok("logs", "chatty", "-n", "1", "--timestamps")
+        stamped = self.ctl_ok("logs", "chatty", "-N", "1", "--timestamps")
         self.assertRegex(stamped, r"^\d{4}-\d\d-\d\dT\S+ out\d+\n$|^$")
 
         # reading output needs authorization: nobody is refused
@@ -592,6 +610,266 @@ class LogsTests(CliTestCase):
         wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
         self.ctl_ok("delete", "chatty")
         self.assertEqual(follower.wait(20), 0)
+
+
+def on_pty(argv, until, timeout=20, env=None):
+    """Run argv with stdout and stderr on a pseudo-terminal, as in an admin's terminal;
+    return what the terminal got once `until` is in it (the process is then stopped)."""
+    import pty
+    master, slave = pty.openpty()
+    full_env = dict(os.environ, LC_ALL="C.UTF-8", TERM="xterm", NO_COLOR="1")
+    full_env.update(env or {})
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                            env=full_env)
+    os.close(slave)
+    got = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until.encode() not in got and time.monotonic() < deadline:
+            import select
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:       # the process ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                got += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        os.close(master)
+    return got.decode("utf-8", "replace")
+
+
+class TextIsTextTests(CliTestCase):
+    """Control characters in what the service says and in a task's output never reach the
+    terminal as such: a label, a command argument, an error message or an output line
+    that sets the window title, clears the screen or moves the cursor is shown escaped.
+    Task output is passed through raw when it goes to a pipe."""
+
+    TITLE = "\x1b]0;pwned\x07"
+    OUTPUT = "before" + TITLE + "\x1b[2J\x1b[H\rafter\ttab"
+
+    def hostile_task(self):
+        script = ("printf 'before\\033]0;pwned\\007\\033[2J\\033[H\\rafter\\ttab\\n'; "
+                  "printf 'err\\033[31mred\\n' >&2; exec sleep 1000")
+        bundle = self.make_bundle("hostile", ["sh", "-c", script])
+        config = os.path.join(bundle, "config.json")
+        with open(config) as f:
+            spec = json.load(f)
+        spec["process"]["args"].append("arg\x1b[1mbold")      # $0 of the script
+        with open(config, "w") as f:
+            json.dump(spec, f)
+        labels = {"title": self.TITLE, "multi": "line1\nline2\r"}
+        path = self.create_task("default", "hostile", bundle,
+                                {"labels": GLib.Variant("a{ss}", labels)})
+        wait_until(lambda: b"after" in subprocess.run(
+            [SHIMWATCHCTL, "logs", "hostile"], capture_output=True).stdout, 20, "the output")
+        return path
+
+    def assert_no_control(self, text):
+        self.assertIsNone(re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text.replace("\r\n", "\n")),
+                          repr(text))
+
+    def test_status_and_label_escaped(self):
+        self.hostile_task()
+        for shown in (self.ctl_ok("status", "hostile"),
+                      on_pty([SHIMWATCHCTL, "status", "hostile"], "PIDs")):
+            self.assert_no_control(shown)
+            self.assertIn("title=\\e]0;pwned\\a", shown)
+            self.assertIn("multi=line1\\nline2\\r", shown)
+            self.assertIn("arg\\e[1mbold", shown)
+        # --json escapes as JSON does, and gives the very values
+        document = self.ctl_json("status", "hostile")
+        self.assertEqual(document["labels"]["title"], self.TITLE)
+
+        out = self.ctl_ok("label", "hostile", "blink=\x1b[5m!", "multi-")
+        self.assert_no_control(out)
+        self.assertEqual(out, "Labels of default/hostile: blink=\\e[5m! title=\\e]0;pwned\\a\n")
+        self.assertEqual(self.ctl_json("label", "hostile", "x=1")["labels"],
+                         {"blink": "\x1b[5m!", "title": self.TITLE, "x": "1"})
+
+        # the service's error quotes the key: shown escaped too
+        proc = self.ctl("label", "hostile", "\x1b]0;key\x07=" + "v" * 5000)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assert_no_control(proc.stderr)
+        self.assertIn("\\e]0;key\\a", proc.stderr)
+
+    def test_logs_escaped_on_a_terminal_raw_through_a_pipe(self):
+        self.hostile_task()
+        # through a pipe: byte for byte, stdout and stderr alike
+        proc = subprocess.run([SHIMWATCHCTL, "logs", "hostile"], capture_output=True,
+                              timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout, self.OUTPUT.encode() + b"\n")
+        self.assertEqual(proc.stderr, b"err\x1b[31mred\n")
+        # on a terminal: escaped, a tab still a tab; logs and logs -f alike
+        for args in (["logs", "hostile"], ["logs", "-f", "hostile"]):
+            shown = on_pty([SHIMWATCHCTL] + args, "red")
+            self.assert_no_control(shown.replace("\t", " "))
+            self.assertIn("before\\e]0;pwned\\a\\e[2J\\e[H\\rafter\ttab\r\n", shown)
+            self.assertIn("err\\e[31mred", shown)
+        # stdout to a terminal, stderr to a pipe: each as its own stream wants
+        import pty
+        master, slave = pty.openpty()
+        proc = subprocess.run([SHIMWATCHCTL, "logs", "hostile"], stdout=slave,
+                              stderr=subprocess.PIPE, timeout=30)
+        os.close(slave)
+        shown = os.read(master, 65536).decode()
+        os.close(master)
+        self.assertIn("\\e]0;pwned\\a", shown)
+        self.assertEqual(proc.stderr, b"err\x1b[31mred\n")
+
+
+class NewCommandTests(CliTestCase):
+    """label, wait, version, help, and -n as the namespace of every command."""
+
+    def test_version(self):
+        properties = self.call(MANAGER_PATH, "org.freedesktop.DBus.Properties", "GetAll",
+                               "(s)", (MANAGER,))[0]
+        fields = dict(re.match(r"^\s*([^:]+): (.*)$", line).groups()
+                      for line in self.ctl_ok("version").splitlines())
+        self.assertEqual(fields["Client"], fields["Service"])     # one build
+        self.assertEqual(fields["Service"], properties["Version"])
+        self.assertEqual(fields["Tasks"], str(properties["ShimCount"]))
+        self.assertEqual(fields["Disconnects"], str(properties["DisconnectCount"]))
+        self.assertEqual(fields["Cleanups"], str(properties["ReapCount"]))
+        self.assertEqual(fields["Failed cleanups"], str(properties["CleanupFailureCount"]))
+        document = self.ctl_json("version")
+        self.assertEqual(document["client_version"], properties["Version"])
+        self.assertEqual(document["service"], {snake(k): v for k, v in properties.items()})
+        self.create_task("default", "counted")
+        self.assertEqual(self.ctl_json("version")["service"]["shim_count"],
+                         properties["ShimCount"] + 1)
+        # without a service: the client's version, and the failure
+        proc = self.ctl("--address=unix:path=/nonexistent", "version")
+        self.assertEqual(proc.returncode, 1)
+        self.assertTrue(proc.stdout.strip().startswith("Client: "), proc.stdout)
+
+    def test_label(self):
+        path = self.create_task("default", "tagged", options={
+            "labels": GLib.Variant("a{ss}", {"a": "1", "b": "2"})})
+        self.assertEqual(self.ctl_ok("label", "tagged", "c=3", "a-", "b=x=y"),
+                         "Labels of default/tagged: b=x=y c=3\n")
+        self.assertEqual(self.prop(path, "Labels"), {"b": "x=y", "c": "3"})
+        # in the order given; removing a key that is not there is no error
+        self.assertEqual(self.ctl_json("label", "default/tagged", "d=4", "d-", "zz-"),
+                         {"namespace": "default", "id": "tagged",
+                          "labels": {"b": "x=y", "c": "3"}})
+        self.assertEqual(self.ctl_ok("label", "tagged", "b-", "c-"),
+                         "default/tagged has no labels.\n")
+        self.assertEqual(self.prop(path, "Labels"), {})
+        # bad input: a usage error, and nothing changes
+        self.ctl_ok("label", "tagged", "keep=1")
+        for args in (["tagged", "=v"], ["tagged", "ok=1", "novalue"], ["tagged", "-"],
+                     ["tagged"]):
+            proc = self.ctl("label", *args)
+            self.assertEqual(proc.returncode, 2, (args, proc.stderr))
+            self.assertIn("Run “shimwatchctl label --help”", proc.stderr)
+        self.assertEqual(self.prop(path, "Labels"), {"keep": "1"})
+        self.assertEqual(self.ctl("label", "ghost", "a=1").returncode, 3)
+        proc = self.ctl("--no-ask-password", "label", "tagged", "a=1", uid=NOBODY)
+        self.assertEqual(proc.returncode, 4, proc.stderr)
+        self.assertEqual(self.prop(path, "Labels"), {"keep": "1"})
+
+    def start_wait(self, *args):
+        proc = subprocess.Popen([SHIMWATCHCTL] + list(args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, LC_ALL="C.UTF-8"))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        return proc
+
+    def test_wait(self):
+        path = self.create_task("default", "waited")
+        waiter = self.start_wait("wait", "waited")
+        json_waiter = self.start_wait("--json", "wait", "waited")
+        time.sleep(1)
+        self.assertIsNone(waiter.poll(), waiter.stderr.read() if waiter.poll() else "")
+        self.ctl_ok("kill", "waited", "--signal", "KILL")
+        out, err = waiter.communicate(timeout=20)
+        self.assertEqual((waiter.returncode, out, err),
+                         (137, "default/waited exited: exit status 137 (signal 9, Killed).\n",
+                          ""))
+        document = json.loads(json_waiter.communicate(timeout=20)[0])
+        self.assertEqual(document["exit_status"], 137)
+        self.assertEqual(document["exited_at"], self.prop(path, "ExitedAt"))
+        # exited already: at once
+        started = time.monotonic()
+        self.assertEqual(self.ctl("wait", "waited").returncode, 137)
+        self.assertLess(time.monotonic() - started, 5)
+
+        # its own exit status, 0 included
+        for status in (7, 0):
+            bundle = self.make_bundle(f"exits{status}", ["sh", "-c", f"sleep 1; exit {status}"])
+            self.create_task("default", f"exits{status}", bundle)
+            proc = self.ctl("wait", f"exits{status}")
+            self.assertEqual(proc.returncode, status, proc.stderr)
+
+        # deleted while waited for: the status it had, and it says so
+        self.create_task("default", "doomed", options={"start": GLib.Variant("b", False)})
+        waiter = self.start_wait("wait", "doomed")
+        time.sleep(1)
+        self.assertIsNone(waiter.poll())
+        deleted = self.ctl_json("delete", "doomed")
+        out, err = waiter.communicate(timeout=20)
+        self.assertEqual(waiter.returncode, min(deleted["exit_status"], 255), err)
+        self.assertIn("default/doomed exited", out)
+
+        proc = self.ctl("wait", "ghost")
+        self.assertEqual((proc.returncode, proc.stderr), (3, "shimwatchctl: no task default/ghost\n"))
+
+    def test_wait_across_a_restart(self):
+        path = self.create_task("default", "patient")
+        waiter = self.start_wait("wait", "patient")
+        time.sleep(1)
+        # the service stops and comes back, the task lives on: the wait too
+        self.stop_daemon()
+        time.sleep(0.5)
+        self.assertIsNone(waiter.poll())
+        self.start_daemon()
+        wait_until(lambda: self.call(MANAGER_PATH, MANAGER, "ListShims")[0] == [path], 15,
+                   "the task after the restart")
+        time.sleep(1)
+        self.assertIsNone(waiter.poll())
+        self.ctl_ok("kill", "patient", "--signal", "KILL")
+        out, err = waiter.communicate(timeout=20)
+        self.assertEqual((waiter.returncode, err), (137, ""))
+
+    def test_namespace_option(self):
+        self.create_task("default", "web")
+        other = self.create_task("other", "db")
+        pid = str(self.prop(other, "TaskPid"))
+        # -n NS: the namespace of a bare id, before or after the command
+        for args in (["status", "-n", "other", "db"], ["-n", "other", "status", "db"],
+                     ["status", "--namespace=other", "other/db"]):
+            self.assertIn(f"Task PID: {pid}", self.ctl_ok(*args), args)
+        proc = self.ctl("status", "-n", "default", "other/db")
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("“other/db” is in namespace “other”, but -n says “default”", proc.stderr)
+        self.assertEqual(self.ctl("status", "-n", "bad/ns", "db").returncode, 2)
+        self.assertEqual(self.ctl_ok("-n", "other", "list", "-q"), "other/db\n")
+        events = self.ctl_json("history", "-n", "other")["events"]
+        self.assertTrue(events)
+        self.assertEqual({e["namespace"] for e in events}, {"other"})
+        # the old tail: -n 5 names namespace "5" now, and the error says what became of it
+        proc = self.ctl("logs", "-n", "5", "web")
+        self.assertEqual(proc.returncode, 3)
+        self.assertEqual(proc.stderr, "shimwatchctl: no task 5/web\n"
+                                      "(-n names the namespace; the number of lines is -N)\n")
+
+    def test_help(self):
+        self.assertEqual(self.ctl_ok("help"), self.ctl_ok("--help"))
+        commands = re.findall(r"^  (\w+)\s{2,}", self.ctl_ok("--help").split("Commands:")[1],
+                              re.M)
+        self.assertIn("wait", commands)
+        for command in commands:
+            self.assertEqual(self.ctl_ok("help", command), self.ctl_ok(command, "--help"))
+        proc = self.ctl("help", "nope")
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("unknown command “nope”", proc.stderr)
 
 
 class RunServiceTests(unittest.TestCase):

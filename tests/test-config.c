@@ -241,6 +241,48 @@ test_wrong_type (void)
   g_unlink (path);
 }
 
+/* a boolean is written as users of key files and systemd units expect: true/false,
+ * yes/no, on/off or 1/0, in any case (shimwatch.conf(5) says so); anything else is refused
+ * with the words that are accepted */
+static void
+test_booleans (void)
+{
+  static const struct {
+    const char *value;
+    gboolean    enable;
+  } accepted[] = {
+    { "true", TRUE }, { "True", TRUE }, { "yes", TRUE }, { "YES", TRUE }, { "on", TRUE },
+    { "1", TRUE }, { "false", FALSE }, { "FALSE", FALSE }, { "no", FALSE }, { "No", FALSE },
+    { "off", FALSE }, { "0", FALSE }, { " yes ", TRUE },
+  };
+  static const char * const refused[] = { "maybe", "y", "2", "", "yes please", "enabled" };
+  g_autofree char *path = make_config_file ();
+
+  for (guint i = 0; i < G_N_ELEMENTS (accepted); i++)
+    {
+      g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+      g_autofree char *text = g_strdup_printf ("[Containerd]\nEnable=%s\n", accepted[i].value);
+      g_autoptr(GError) error = NULL;
+
+      /* start from the opposite value: the file must set it */
+      config->containerd_enable = !accepted[i].enable;
+      g_assert_true (g_file_set_contents (path, text, -1, &error));
+      g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (config->containerd_enable, ==, accepted[i].enable);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autofree char *text = g_strdup_printf ("[Containerd]\nEnable=%s\n", refused[i]);
+      g_autofree char *message = g_strdup_printf ("[Containerd] Enable: \"%s\" is not a "
+                                                  "boolean (true/false, yes/no, on/off or 1/0)",
+                                                  refused[i]);
+
+      assert_refused (path, text, message, TRUE);
+    }
+  g_unlink (path);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -252,5 +294,6 @@ main (int    argc,
   g_test_add_func ("/config/example/uncommented", test_example_uncommented);
   g_test_add_func ("/config/out-of-range", test_out_of_range);
   g_test_add_func ("/config/wrong-type", test_wrong_type);
+  g_test_add_func ("/config/booleans", test_booleans);
   return g_test_run ();
 }
