@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * shimwatchctl version: the client's version, and the service's version and counters
- * (every property of its Manager object).
+ * shimwatchctl version: the client's version, and the service's version, counters and
+ * settings in force (every property of its Manager object).
  */
 #include "config.h"
 
@@ -30,6 +30,13 @@ property_text (GVariant *value)
     return g_strdup_printf ("%u", g_variant_get_uint32 (value));
   if (g_variant_is_of_type (value, G_VARIANT_TYPE_UINT64))
     return g_strdup_printf ("%" G_GUINT64_FORMAT, g_variant_get_uint64 (value));
+  /* a list as shimwatch.conf(5) writes one */
+  if (g_variant_is_of_type (value, G_VARIANT_TYPE_STRING_ARRAY))
+    {
+      g_autofree const char **strv = g_variant_get_strv (value, NULL);
+
+      return g_strjoinv (";", (char **) strv);
+    }
   return g_variant_print (value, FALSE);
 }
 
@@ -111,6 +118,22 @@ ctl_cmd_version (Ctl   *ctl,
           known = known || g_str_equal (shown_properties[i].property, name);
         if (known)
           continue;
+        /* the settings in force, one line each by their "Section.Key" */
+        if (g_variant_is_of_type (value, G_VARIANT_TYPE_VARDICT))
+          {
+            GVariantIter settings;
+            const char *key;
+            GVariant *setting;
+
+            g_variant_iter_init (&settings, value);
+            while (g_variant_iter_loop (&settings, "{&sv}", &key, &setting))
+              {
+                g_autofree char *setting_text = property_text (setting);
+
+                ctl_print_field (key, setting_text);
+              }
+            continue;
+          }
         text = property_text (value);
         ctl_print_field (name, text);
       }

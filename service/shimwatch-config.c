@@ -76,6 +76,55 @@ shimwatch_config_new (void)
   return config;
 }
 
+static GVariant *
+strv_variant (GStrv strv)
+{
+  return g_variant_new_strv ((const char * const *) strv, strv != NULL ? -1 : 0);
+}
+
+GVariant *
+shimwatch_config_to_variant (const ShimwatchConfig *config)
+{
+  GVariantBuilder builder;
+
+  g_variant_builder_init (&builder, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&builder, "{sv}", "Service.RuntimeDirectory",
+                         g_variant_new_string (config->runtime_dir));
+  g_variant_builder_add (&builder, "{sv}", "Service.StateDirectory",
+                         g_variant_new_string (config->state_dir));
+  g_variant_builder_add (&builder, "{sv}", "Service.RuntimePath",
+                         strv_variant (config->runtime_path));
+  g_variant_builder_add (&builder, "{sv}", "Service.CleanupTimeout",
+                         g_variant_new_uint32 (config->cleanup_timeout_ms / 1000));
+  g_variant_builder_add (&builder, "{sv}", "Service.CleanupConcurrency",
+                         g_variant_new_uint32 (config->cleanup_concurrency));
+  g_variant_builder_add (&builder, "{sv}", "Service.HealthInterval",
+                         g_variant_new_uint32 (config->health_interval_ms / 1000));
+  g_variant_builder_add (&builder, "{sv}", "Service.TaskLogMaxSize",
+                         g_variant_new_uint64 (config->task_log_max_size));
+  g_variant_builder_add (&builder, "{sv}", "Service.TaskLogMaxFiles",
+                         g_variant_new_uint32 (config->task_log_max_files));
+  g_variant_builder_add (&builder, "{sv}", "Service.TaskLogRetention",
+                         g_variant_new_uint32 (config->task_log_retention_s));
+  g_variant_builder_add (&builder, "{sv}", "Containerd.Enable",
+                         g_variant_new_boolean (config->containerd_enable));
+  if (config->containerd_enable)
+    {
+      g_variant_builder_add (&builder, "{sv}", "Containerd.StateDirectory",
+                             g_variant_new_string (config->containerd_state_dir));
+      g_variant_builder_add (&builder, "{sv}", "Containerd.Address",
+                             g_variant_new_string (config->containerd_address));
+      g_variant_builder_add (&builder, "{sv}", "Containerd.Namespaces",
+                             strv_variant (config->containerd_namespaces));
+      g_variant_builder_add (&builder, "{sv}", "Containerd.Grace",
+                             g_variant_new_uint32 (config->containerd_grace_ms / 1000));
+      g_variant_builder_add (&builder, "{sv}", "Containerd.Config",
+                             g_variant_new_string (config->containerd_config != NULL
+                                                   ? config->containerd_config : ""));
+    }
+  return g_variant_builder_end (&builder);
+}
+
 ShimwatchConfig *
 shimwatch_config_copy (const ShimwatchConfig *config)
 {

@@ -37,6 +37,8 @@ ShimwatchConfig *shimwatch_config_new       (void);
 /* CleanupConcurrency=auto: twice the CPUs the service may run on, 2 to 256 */
 guint            shimwatch_config_default_cleanup_concurrency (void);
 ShimwatchConfig *shimwatch_config_copy      (const ShimwatchConfig *config);
+/* the settings in force, by their section and key in shimwatch.conf(5) (a{sv}, floating) */
+GVariant        *shimwatch_config_to_variant (const ShimwatchConfig *config);
 void             shimwatch_config_free      (ShimwatchConfig  *config);
 gboolean         shimwatch_config_load_file (ShimwatchConfig  *config,
                                              const char       *path,

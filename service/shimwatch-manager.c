@@ -739,6 +739,8 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
                                              self->history);
 
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
+  shimwatch_dbus_manager_set_configuration (SHIMWATCH_DBUS_MANAGER (self),
+                                            shimwatch_config_to_variant (config));
   return g_steal_pointer (&self);
 }
 
