@@ -24,6 +24,8 @@ static const CtlCommand commands[] = {
   { "reap", N_("NS/ID"), N_("Kill a task’s shim and clean up everything it leaves"), ctl_cmd_reap },
   { "logs", N_("NS/ID"), N_("Print a task’s output"), ctl_cmd_logs },
   { "history", N_("[NS/ID]"), N_("Show recent lifecycle events"), ctl_cmd_history },
+  { "metrics", "", N_("Print the service’s metrics in the Prometheus text format"),
+    ctl_cmd_metrics },
 };
 
 GQuark
@@ -115,7 +117,9 @@ ctl_parse_command_line (Ctl                *ctl,
   g_autofree char *parameters = NULL;
   g_autoptr(GError) error = NULL;
 
-  parameters = g_strdup_printf ("%s %s", command->name, _(command->parameters));
+  /* _("") would be the catalog's header */
+  parameters = g_strdup_printf ("%s %s", command->name,
+                                command->parameters[0] != '\0' ? _(command->parameters) : "");
   context = g_option_context_new (parameters);
   g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
   g_option_context_set_summary (context, _(command->summary));

@@ -148,6 +148,7 @@ int ctl_cmd_reap    (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_monitor (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_logs    (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_history (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_metrics (Ctl *ctl, int argc, char **argv);
 
 const CtlCommand *ctl_lookup_command (const char *name);
 

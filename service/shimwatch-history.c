@@ -32,6 +32,8 @@ struct _ShimwatchHistory
   gsize             file_max;
 
   GQueue            events;          /* Entry, oldest first */
+  ShimwatchHistoryObserver observer;
+  gpointer          observer_data;
   ShimwatchCounters counters;
 
   GString          *pending_lines;   /* queued for the writer, not handed over yet */
@@ -87,8 +89,31 @@ append_uint (GString *out,
     g_string_append_c (out, digits[--n]);
 }
 
+/* the names of the metrics' counters in the counters' line, in ShimwatchCounters' order
+ * from deaths[] to log_bytes_dropped */
+static const char * const metric_keys[] = {
+  "DeathsExited", "DeathsSignaled", "DeathsOomKilled", "DeathsShimDied", "DeathsUnknown",
+  "CleanupTimeoutCount", "UnresponsiveCount", "TakeoverCount", "LogBytesDropped",
+};
+
+static guint64 *
+metric_field (ShimwatchCounters *counters,
+              guint              i)
+{
+  if (i < SHIMWATCH_N_DEATH_REASONS)
+    return &counters->deaths[i];
+  switch (i - SHIMWATCH_N_DEATH_REASONS)
+    {
+    case 0: return &counters->cleanup_timeouts;
+    case 1: return &counters->unresponsive;
+    case 2: return &counters->takeovers;
+    default: return &counters->log_bytes_dropped;
+    }
+}
+
 /* The counters' line of the history file: what g_variant_print (TRUE) gives for an
- * a{sv} of the three, the names of the key file an earlier version wrote. */
+ * a{sv} of the three, the names of the key file an earlier version wrote, then the
+ * metrics' counters and the histogram's buckets, count and sum. */
 static void
 append_counters (GString                 *out,
                  const ShimwatchCounters *counters)
@@ -99,13 +124,33 @@ append_counters (GString                 *out,
   append_uint (out, counters->reaps);
   g_string_append (out, ">, 'CleanupFailureCount': <uint64 ");
   append_uint (out, counters->cleanup_failures);
+  for (guint i = 0; i < G_N_ELEMENTS (metric_keys); i++)
+    {
+      g_string_append (out, ">, '");
+      g_string_append (out, metric_keys[i]);
+      g_string_append (out, "': <uint64 ");
+      append_uint (out, *metric_field ((ShimwatchCounters *) counters, i));
+    }
+  g_string_append (out, ">, 'DeleteDelayBuckets': <[uint64 ");
+  for (guint i = 0; i < SHIMWATCH_COUNTERS_DELAY_BUCKETS; i++)
+    {
+      if (i > 0)
+        g_string_append (out, ", ");
+      append_uint (out, counters->delay_buckets[i]);
+    }
+  g_string_append (out, "]>, 'DeleteDelayCount': <uint64 ");
+  append_uint (out, counters->delay_count);
+  g_string_append (out, ">, 'DeleteDelaySumUsec': <uint64 ");
+  append_uint (out, counters->delay_sum_us);
   g_string_append (out, ">}\n");
 }
 
 static gboolean
 counters_are_zero (const ShimwatchCounters *counters)
 {
-  return counters->disconnects == 0 && counters->reaps == 0 && counters->cleanup_failures == 0;
+  static const ShimwatchCounters zero = { 0 };
+
+  return memcmp (counters, &zero, sizeof zero) == 0;
 }
 
 static void
@@ -427,6 +472,8 @@ shimwatch_history_add (ShimwatchHistory            *self,
   entry->has_exit_status = event->has_exit_status;
   entry->exit_status = event->exit_status;
   keep (self, entry);
+  if (self->observer != NULL)
+    self->observer (event, time, self->observer_data);
 
   if (self->path == NULL)
     return;
@@ -492,6 +539,16 @@ shimwatch_history_query (ShimwatchHistory *self,
 /* -- counters ------------------------------------------------------------------------- */
 
 void
+shimwatch_history_set_observer (ShimwatchHistory         *self,
+                                ShimwatchHistoryObserver  observer,
+                                gpointer                  user_data)
+{
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+  self->observer = observer;
+  self->observer_data = user_data;
+}
+
+void
 shimwatch_history_get_counters (ShimwatchHistory  *self,
                                 ShimwatchCounters *counters)
 {
@@ -543,12 +600,17 @@ shallow (const char *line)
 }
 
 /* a line of counters (append_counters()): each taken where it is more than what was
- * read before (they only grow, and the newest line has the most); FALSE: not one */
+ * read before (they only grow, and the newest line has the most); the metrics' are
+ * taken from the same line as a whole, where there are more deaths in it (a line of an
+ * earlier version has none of them); FALSE: not one */
 static gboolean
 take_counters (ShimwatchHistory *self,
                GVariant         *parsed)
 {
-  ShimwatchCounters read;
+  ShimwatchCounters read = { 0 };
+  g_autoptr(GVariant) buckets = NULL;
+  guint64 read_deaths = 0;
+  guint64 known_deaths = 0;
 
   if (!g_variant_lookup (parsed, "DisconnectCount", "t", &read.disconnects) ||
       !g_variant_lookup (parsed, "ReapCount", "t", &read.reaps) ||
@@ -558,6 +620,39 @@ take_counters (ShimwatchHistory *self,
   self->counters.reaps = MAX (self->counters.reaps, read.reaps);
   self->counters.cleanup_failures = MAX (self->counters.cleanup_failures,
                                          read.cleanup_failures);
+  for (guint i = 0; i < G_N_ELEMENTS (metric_keys); i++)
+    g_variant_lookup (parsed, metric_keys[i], "t", metric_field (&read, i));
+  g_variant_lookup (parsed, "DeleteDelayCount", "t", &read.delay_count);
+  g_variant_lookup (parsed, "DeleteDelaySumUsec", "t", &read.delay_sum_us);
+  buckets = g_variant_lookup_value (parsed, "DeleteDelayBuckets", G_VARIANT_TYPE ("at"));
+  if (buckets != NULL && g_variant_n_children (buckets) == SHIMWATCH_COUNTERS_DELAY_BUCKETS)
+    {
+      gsize n;
+      const guint64 *values = g_variant_get_fixed_array (buckets, &n, sizeof (guint64));
+
+      memcpy (read.delay_buckets, values, sizeof read.delay_buckets);
+    }
+  for (guint i = 0; i < SHIMWATCH_N_DEATH_REASONS; i++)
+    {
+      read_deaths += read.deaths[i];
+      known_deaths += self->counters.deaths[i];
+    }
+  /* the line with the most counted is the newest: its metrics go together */
+  if (read_deaths + read.delay_count + read.unresponsive + read.takeovers +
+      read.log_bytes_dropped + read.cleanup_timeouts >=
+      known_deaths + self->counters.delay_count + self->counters.unresponsive +
+      self->counters.takeovers + self->counters.log_bytes_dropped +
+      self->counters.cleanup_timeouts)
+    {
+      memcpy (self->counters.deaths, read.deaths, sizeof read.deaths);
+      self->counters.cleanup_timeouts = read.cleanup_timeouts;
+      self->counters.unresponsive = read.unresponsive;
+      self->counters.takeovers = read.takeovers;
+      self->counters.log_bytes_dropped = read.log_bytes_dropped;
+      memcpy (self->counters.delay_buckets, read.delay_buckets, sizeof read.delay_buckets);
+      self->counters.delay_count = read.delay_count;
+      self->counters.delay_sum_us = read.delay_sum_us;
+    }
   return TRUE;
 }
 
