@@ -384,7 +384,8 @@ class ExitCodeTests(CliTestCase):
                   (SHIM, "Pause", ["pause", "old"], "cannot pause default/old"),
                   (SHIM, "Resume", ["resume", "old"], "cannot resume default/old"),
                   (SHIM, "OpenLog", ["logs", "old"], "cannot read the output of default/old"),
-                  (MANAGER, "GetHistory", ["history"], "cannot read the history")]
+                  (MANAGER, "GetHistory", ["history"], "cannot read the history"),
+                  (MANAGER, "GetMetrics", ["metrics"], "cannot read the metrics")]
         tried = 0
         for interface, method, args, what in checks:
             if self.has_method(interface, method, path if interface == SHIM else MANAGER_PATH):
@@ -464,7 +465,7 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("st"), ["start", "status", "stop"])
         self.assertEqual(self.complete(""), sorted(
             ["list", "status", "monitor", "run", "start", "stop", "kill", "pause", "resume",
-             "delete", "reap", "logs", "history"]))
+             "delete", "reap", "logs", "history", "metrics"]))
         self.assertEqual(self.complete("kill", "--s"), ["--session", "--signal=", "--system"])
         self.assertIn("KILL", self.complete("kill", "--signal", ""))
         # live task names from the running service
