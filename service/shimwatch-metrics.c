@@ -64,10 +64,14 @@ write_job (gpointer data,
   if (!g_file_set_contents_full (self->textfile, text, -1, G_FILE_SET_CONTENTS_CONSISTENT,
                                  0644, &error))
     {
-      /* once per run of failures, not at each change */
+      /* once per run of failures, not at each change; no node_exporter installed (the
+       * default directory missing) is no fault */
       if (!self->failing)
-        g_warning ("metrics: cannot write %s: %s; trying again at the next change",
-                   self->textfile, error->message);
+        g_log (G_LOG_DOMAIN,
+               g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? G_LOG_LEVEL_MESSAGE
+                                                                        : G_LOG_LEVEL_WARNING,
+               "metrics: cannot write %s: %s; trying again at the next change",
+               self->textfile, error->message);
       self->failing = TRUE;
       return;
     }

@@ -182,6 +182,43 @@ class NodeExporterTests(MetricsTestCase):
                                    namespace="metrics", owner="shimwatch"), 1)
 
 
+class FaultTests(MetricsTestCase):
+    extra_config = "HealthInterval=1\n"
+
+    def test_timed_out_cleanup_and_unresponsive_shim(self):
+        # a shim whose delete hangs past CleanupTimeout: a failure, by timeout
+        bundle = self.make_bundle("hang", ["sleep", "100000"],
+                                  {"org.shimwatch.test.mode": "hang-delete"})
+        path = self.create_task("faults", "hang", bundle,
+                                {"runtime": it.GLib.Variant("s", it.TEST_RUNTIME)})
+        os.kill(self.prop(path, "ShimPid"), signal.SIGKILL)
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path),
+                   self.cleanup_timeout + 5, "the object to be removed")
+        samples = parse(self.metrics())
+        self.assertEqual(value(samples, "shimwatch_cleanup_failures_total", reason="timed-out"),
+                         1)
+        self.assertEqual(value(samples, "shimwatch_cleanup_failures_total", reason="failed"), 0)
+        self.assertEqual(self.prop(MANAGER_PATH, "CleanupFailureCount", MANAGER), 1)
+        self.assertEqual(value(samples, "shimwatch_task_deaths_total", reason="shim-died"), 1)
+        # TaskDelete came after the delete's timeout: not in the buckets below it
+        self.assertEqual(value(samples, "shimwatch_task_delete_delay_seconds_count"), 1)
+        self.assertEqual(value(samples, "shimwatch_task_delete_delay_seconds_bucket", le="1"), 0)
+        self.assertGreaterEqual(value(samples, "shimwatch_task_delete_delay_seconds_sum"),
+                                self.cleanup_timeout - 0.1)
+
+        # a shim that stops answering the health checks, counted once while it stays so
+        stuck = self.create_task("faults", "stuck")
+        self.assertEqual(value(parse(self.metrics()), "shimwatch_unresponsive_shims_total"), 0)
+        shim_pid = self.prop(stuck, "ShimPid")
+        os.kill(shim_pid, signal.SIGSTOP)
+        self.addCleanup(lambda: os.kill(shim_pid, signal.SIGCONT))
+        wait_until(lambda: not self.prop(stuck, "Responsive"), 15, "Responsive=false")
+        time.sleep(3)
+        self.assertEqual(value(parse(self.metrics()), "shimwatch_unresponsive_shims_total"), 1)
+        self.assertEqual(value(parse(self.metrics()), "shimwatch_task_deaths_total",
+                               reason="signaled"), 0)
+
+
 class MissingDirectoryTests(MetricsTestCase):
     extra_config = "MetricsDirectory=/nonexistent-shimwatch-metrics-dir\n"
 
