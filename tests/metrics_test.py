@@ -219,6 +219,40 @@ class FaultTests(MetricsTestCase):
                                reason="signaled"), 0)
 
 
+class TaskLogCapTests(MetricsTestCase):
+    extra_config = "TaskLogMaxSize=65536\nTaskLogMaxFiles=2\n"
+
+    def test_output_dropped_by_the_cap_is_counted(self):
+        lines, text = 6000, "x" * 60
+        bundle = self.make_bundle("chatty", [
+            "sh", "-c", f"i=0; while [ $i -lt {lines} ]; do echo \"$i {text}\"; i=$((i+1)); "
+            "done; echo done; sleep 1000"])
+        path = self.create_task("logs", "chatty", bundle)
+        log_dir = os.path.join(self.state_dir, "logs", "logs", "chatty")
+
+        def done():
+            try:
+                with open(os.path.join(log_dir, "output.log")) as f:
+                    return f.read().endswith(" stdout done\n")
+            except OSError:
+                return False
+        wait_until(done, 60, "the task's last line in its log")
+        kept = sum(os.path.getsize(os.path.join(log_dir, n)) for n in ("output.log",
+                                                                        "output.log.1"))
+        dropped = value(parse(self.metrics()), "shimwatch_task_log_dropped_bytes_total")
+        # every line went to the files ("<time> stdout <text>"); what is not in them any
+        # more is what was dropped, to the byte
+        with open(os.path.join(log_dir, "output.log")) as f:
+            stamp = len(f.readline().split(" ")[0])
+        written = sum(stamp + len(f" stdout {i} {text}\n") for i in range(lines))
+        written += stamp + len(" stdout done\n")
+        self.assertGreater(dropped, 0)
+        self.assertEqual(dropped + kept, written)
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("logs", "chatty", {}))
+        wait_until(lambda: self.signals.named("InterfacesRemoved", path=path), 15,
+                   "the reaped task to go")
+
+
 class MissingDirectoryTests(MetricsTestCase):
     extra_config = "MetricsDirectory=/nonexistent-shimwatch-metrics-dir\n"
 
