@@ -695,12 +695,16 @@ count_supervised (GHashTable *supervised,
   GHashTableIter iter;
   gpointer value;
 
+  /* as ListShims: a task being created counts once its object is exported */
   g_hash_table_iter_init (&iter, self->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     {
-      char *key = g_strconcat (shimwatch_dbus_shim_get_owner (SHIMWATCH_DBUS_SHIM (value)), "\n",
-                               shimwatch_shim_get_namespace (value), NULL);
+      char *key;
 
+      if (!shimwatch_shim_is_exported (value))
+        continue;
+      key = g_strconcat (shimwatch_dbus_shim_get_owner (SHIMWATCH_DBUS_SHIM (value)), "\n",
+                         shimwatch_shim_get_namespace (value), NULL);
       g_hash_table_insert (supervised, key,
                            GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (supervised,
                                                                                     key)) + 1));
