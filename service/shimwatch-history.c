@@ -89,60 +89,47 @@ append_uint (GString *out,
     g_string_append_c (out, digits[--n]);
 }
 
-/* the names of the metrics' counters in the counters' line, in ShimwatchCounters' order
- * from deaths[] to log_bytes_dropped */
-static const char * const metric_keys[] = {
-  "DeathsExited", "DeathsSignaled", "DeathsOomKilled", "DeathsShimDied", "DeathsUnknown",
-  "CleanupTimeoutCount", "UnresponsiveCount", "TakeoverCount", "LogBytesDropped",
-};
+/* The metrics' counters (ShimwatchCounters from deaths[] to delay_sum_us, all guint64)
+ * are one array in the counters' line, "Metrics", in the struct's order: a line per
+ * batch that changed them, and a key per number would make it three times as long,
+ * and the history's files would no longer hold SHIMWATCH_HISTORY_CAPACITY events.
+ * Fields are only ever added at the end: a shorter array (an earlier version's) leaves
+ * the rest at 0, a longer one (a later version's) is read as far as it goes. */
+#define METRICS_OFFSET G_STRUCT_OFFSET (ShimwatchCounters, deaths)
+#define N_METRICS      ((sizeof (ShimwatchCounters) - METRICS_OFFSET) / sizeof (guint64))
+G_STATIC_ASSERT (G_STRUCT_OFFSET (ShimwatchCounters, delay_sum_us) ==
+                 METRICS_OFFSET + (N_METRICS - 1) * sizeof (guint64));
 
 static guint64 *
-metric_field (ShimwatchCounters *counters,
-              guint              i)
+metrics_of (ShimwatchCounters *counters)
 {
-  if (i < SHIMWATCH_N_DEATH_REASONS)
-    return &counters->deaths[i];
-  switch (i - SHIMWATCH_N_DEATH_REASONS)
-    {
-    case 0: return &counters->cleanup_timeouts;
-    case 1: return &counters->unresponsive;
-    case 2: return &counters->takeovers;
-    default: return &counters->log_bytes_dropped;
-    }
+  return (guint64 *) (gpointer) ((char *) counters + METRICS_OFFSET);
 }
 
 /* The counters' line of the history file: what g_variant_print (TRUE) gives for an
- * a{sv} of the three, the names of the key file an earlier version wrote, then the
- * metrics' counters and the histogram's buckets, count and sum. */
+ * a{sv} of the three, the names of the key file an earlier version wrote, and the
+ * metrics' array. */
 static void
 append_counters (GString                 *out,
                  const ShimwatchCounters *counters)
 {
+  ShimwatchCounters fields = *counters;
+  const guint64 *metrics = metrics_of (&fields);
+
   g_string_append (out, "{'DisconnectCount': <uint64 ");
   append_uint (out, counters->disconnects);
   g_string_append (out, ">, 'ReapCount': <uint64 ");
   append_uint (out, counters->reaps);
   g_string_append (out, ">, 'CleanupFailureCount': <uint64 ");
   append_uint (out, counters->cleanup_failures);
-  for (guint i = 0; i < G_N_ELEMENTS (metric_keys); i++)
-    {
-      g_string_append (out, ">, '");
-      g_string_append (out, metric_keys[i]);
-      g_string_append (out, "': <uint64 ");
-      append_uint (out, *metric_field ((ShimwatchCounters *) counters, i));
-    }
-  g_string_append (out, ">, 'DeleteDelayBuckets': <[uint64 ");
-  for (guint i = 0; i < SHIMWATCH_COUNTERS_DELAY_BUCKETS; i++)
+  g_string_append (out, ">, 'Metrics': <[uint64 ");
+  for (guint i = 0; i < N_METRICS; i++)
     {
       if (i > 0)
         g_string_append (out, ", ");
-      append_uint (out, counters->delay_buckets[i]);
+      append_uint (out, metrics[i]);
     }
-  g_string_append (out, "]>, 'DeleteDelayCount': <uint64 ");
-  append_uint (out, counters->delay_count);
-  g_string_append (out, ">, 'DeleteDelaySumUsec': <uint64 ");
-  append_uint (out, counters->delay_sum_us);
-  g_string_append (out, ">}\n");
+  g_string_append (out, "]>}\n");
 }
 
 static gboolean
@@ -600,17 +587,17 @@ shallow (const char *line)
 }
 
 /* a line of counters (append_counters()): each taken where it is more than what was
- * read before (they only grow, and the newest line has the most); the metrics' are
- * taken from the same line as a whole, where there are more deaths in it (a line of an
- * earlier version has none of them); FALSE: not one */
+ * read before (they only grow, and the newest line has the most); the metrics are
+ * taken as a whole from the line that has counted the most of them (a line of an
+ * earlier version has none); FALSE: not one */
 static gboolean
 take_counters (ShimwatchHistory *self,
                GVariant         *parsed)
 {
   ShimwatchCounters read = { 0 };
-  g_autoptr(GVariant) buckets = NULL;
-  guint64 read_deaths = 0;
-  guint64 known_deaths = 0;
+  g_autoptr(GVariant) array = NULL;
+  guint64 read_total = 0;
+  guint64 known_total = 0;
 
   if (!g_variant_lookup (parsed, "DisconnectCount", "t", &read.disconnects) ||
       !g_variant_lookup (parsed, "ReapCount", "t", &read.reaps) ||
@@ -620,39 +607,22 @@ take_counters (ShimwatchHistory *self,
   self->counters.reaps = MAX (self->counters.reaps, read.reaps);
   self->counters.cleanup_failures = MAX (self->counters.cleanup_failures,
                                          read.cleanup_failures);
-  for (guint i = 0; i < G_N_ELEMENTS (metric_keys); i++)
-    g_variant_lookup (parsed, metric_keys[i], "t", metric_field (&read, i));
-  g_variant_lookup (parsed, "DeleteDelayCount", "t", &read.delay_count);
-  g_variant_lookup (parsed, "DeleteDelaySumUsec", "t", &read.delay_sum_us);
-  buckets = g_variant_lookup_value (parsed, "DeleteDelayBuckets", G_VARIANT_TYPE ("at"));
-  if (buckets != NULL && g_variant_n_children (buckets) == SHIMWATCH_COUNTERS_DELAY_BUCKETS)
+  array = g_variant_lookup_value (parsed, "Metrics", G_VARIANT_TYPE ("at"));
+  if (array != NULL)
     {
       gsize n;
-      const guint64 *values = g_variant_get_fixed_array (buckets, &n, sizeof (guint64));
+      const guint64 *values = g_variant_get_fixed_array (array, &n, sizeof (guint64));
 
-      memcpy (read.delay_buckets, values, sizeof read.delay_buckets);
+      memcpy (metrics_of (&read), values, MIN (n, N_METRICS) * sizeof (guint64));
     }
-  for (guint i = 0; i < SHIMWATCH_N_DEATH_REASONS; i++)
+  /* every one of them only grows: the newest line has the largest sum */
+  for (guint i = 0; i < N_METRICS; i++)
     {
-      read_deaths += read.deaths[i];
-      known_deaths += self->counters.deaths[i];
+      read_total += metrics_of (&read)[i];
+      known_total += metrics_of (&self->counters)[i];
     }
-  /* the line with the most counted is the newest: its metrics go together */
-  if (read_deaths + read.delay_count + read.unresponsive + read.takeovers +
-      read.log_bytes_dropped + read.cleanup_timeouts >=
-      known_deaths + self->counters.delay_count + self->counters.unresponsive +
-      self->counters.takeovers + self->counters.log_bytes_dropped +
-      self->counters.cleanup_timeouts)
-    {
-      memcpy (self->counters.deaths, read.deaths, sizeof read.deaths);
-      self->counters.cleanup_timeouts = read.cleanup_timeouts;
-      self->counters.unresponsive = read.unresponsive;
-      self->counters.takeovers = read.takeovers;
-      self->counters.log_bytes_dropped = read.log_bytes_dropped;
-      memcpy (self->counters.delay_buckets, read.delay_buckets, sizeof read.delay_buckets);
-      self->counters.delay_count = read.delay_count;
-      self->counters.delay_sum_us = read.delay_sum_us;
-    }
+  if (read_total >= known_total)
+    memcpy (metrics_of (&self->counters), metrics_of (&read), N_METRICS * sizeof (guint64));
   return TRUE;
 }
 

@@ -45,8 +45,8 @@ typedef struct {
   const char *reason;        /* NULL or "" = none */
 } ShimwatchHistoryEvent;
 
-/* the bounds (seconds) of the death-to-TaskDelete histogram's buckets; +Inf is the
- * count itself */
+/* the death-to-TaskDelete histogram's finite buckets (their bounds are in
+ * shimwatch-metrics.c); +Inf is delay_count itself */
 #define SHIMWATCH_COUNTERS_DELAY_BUCKETS 12
 
 /* the reasons a task's death is counted by: ExitReason */

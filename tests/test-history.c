@@ -485,6 +485,7 @@ test_metric_counters_survive (Fixture      *fixture,
                                  .delay_count = 3, .delay_sum_us = 2500001 };
   ShimwatchCounters loaded = { 0 };
   ShimwatchCounters earlier = { .disconnects = 1, .reaps = 1 };
+  g_autofree char *contents = NULL;
 
   counters.delay_buckets[0] = 1;
   counters.delay_buckets[SHIMWATCH_COUNTERS_DELAY_BUCKETS - 1] = 2;
@@ -495,6 +496,23 @@ test_metric_counters_survive (Fixture      *fixture,
   history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
   shimwatch_history_get_counters (history, &loaded);
   g_assert_cmpmem (&loaded, sizeof loaded, &counters, sizeof counters);
+  g_clear_object (&history);
+  /* a line per batch that changed them: short enough that the files still hold the
+   * capacity's events (SHIMWATCH_HISTORY_FILE_MAX) */
+  g_assert_true (g_file_get_contents (path, &contents, NULL, NULL));
+  g_assert_cmpuint (strlen (contents), <, 300);
+
+  /* a later version's longer array: what this one knows is read */
+  g_assert_true (g_file_set_contents (path, "{'DisconnectCount': <uint64 1>, 'ReapCount': "
+                                            "<uint64 1>, 'CleanupFailureCount': <uint64 0>, "
+                                            "'Metrics': <[uint64 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
+                                            "11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, "
+                                            "24, 25, 26, 27, 28]>}\n", -1, NULL));
+  history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpuint (loaded.deaths[0], ==, 1);
+  g_assert_cmpuint (loaded.log_bytes_dropped, ==, 9);
+  g_assert_cmpuint (loaded.delay_sum_us, ==, 23);
   g_clear_object (&history);
 
   g_assert_true (g_file_set_contents (path, "{'DisconnectCount': <uint64 1>, 'ReapCount': "
