@@ -369,7 +369,8 @@ shimwatch_metrics_render (ShimwatchMetrics *self)
                   "Shims whose connection was lost: dead or hung (DisconnectCount).",
                   counters.disconnects);
   append_counter (out, "shimwatch_reaps_total",
-                  "Cleanups of a task whose shim died or was reaped (ReapCount).",
+                  "Cleanups shimwatch ran: after its own shim died or was reaped, of state "
+                  "left on disk, or taken over from containerd (ReapCount).",
                   counters.reaps);
   append_header (out, "shimwatch_cleanup_failures_total", "counter",
                  "Cleanups that did not finish: the shim's delete failed, or timed out "
