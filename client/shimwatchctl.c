@@ -30,6 +30,8 @@ static const CtlCommand commands[] = {
   { "version", "", N_("Show the client’s and the service’s version and counters"),
     ctl_cmd_version },
   { "help", N_("[COMMAND]"), N_("Show the commands, or one command’s options"), ctl_cmd_help },
+  { "metrics", "", N_("Print the service’s metrics in the Prometheus text format"),
+    ctl_cmd_metrics },
 };
 
 /* the main help, for "help" without a command */

@@ -160,6 +160,7 @@ int ctl_cmd_label   (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_wait    (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_version (Ctl *ctl, int argc, char **argv);
 int ctl_cmd_help    (Ctl *ctl, int argc, char **argv);
+int ctl_cmd_metrics (Ctl *ctl, int argc, char **argv);
 
 const CtlCommand *ctl_lookup_command (const char *name);
 

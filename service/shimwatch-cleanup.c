@@ -714,6 +714,7 @@ delete_done_cb (GObject      *source,
   if (!data->result->delete_ok)
     {
       data->result->delete_error = g_strdup (error->message);
+      data->result->delete_timed_out = g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
       log_step (data->request, G_LOG_LEVEL_WARNING, "shim delete failed: %s", error->message);
     }
   else

@@ -57,6 +57,7 @@ typedef struct {
   gboolean      delete_ok;    /* `delete` answered with a DeleteResponse */
   ShimwatchExit deleted;      /* its answer, when delete_ok */
   char         *delete_error; /* why not, otherwise */
+  gboolean      delete_timed_out; /* the delete was killed at the request's timeout */
   gboolean      removed;      /* the task directory is gone */
   gint64        emptied_at;   /* when (g_get_monotonic_time()) step 1 saw the task's cgroup
                                * empty, its init dead; 0: it never did */

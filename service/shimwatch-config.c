@@ -18,7 +18,7 @@
 static const char * const known_keys[] = {
   "RuntimeDirectory", "StateDirectory", "RuntimePath", "CleanupTimeout",
   "CleanupConcurrency", "HealthInterval", "TaskLogMaxSize", "TaskLogMaxFiles",
-  "TaskLogRetention", NULL
+  "TaskLogRetention", "MetricsDirectory", NULL
 };
 static const char * const known_containerd_keys[] = {
   "Enable", "StateDirectory", "Address", "Namespaces", "Grace", "Config", NULL
@@ -67,6 +67,7 @@ shimwatch_config_new (void)
   config->task_log_max_size = 1024 * 1024;
   config->task_log_max_files = 5;
   config->task_log_retention_s = 24 * 3600;
+  config->metrics_dir = g_strdup ("/var/lib/prometheus/node-exporter");
   config->containerd_enable = FALSE;
   config->containerd_state_dir = g_strdup ("/run/containerd");
   config->containerd_address = g_strdup ("/run/containerd/containerd.sock");
@@ -106,6 +107,9 @@ shimwatch_config_to_variant (const ShimwatchConfig *config)
                          g_variant_new_uint32 (config->task_log_max_files));
   g_variant_builder_add (&builder, "{sv}", "Service.TaskLogRetention",
                          g_variant_new_uint32 (config->task_log_retention_s));
+  g_variant_builder_add (&builder, "{sv}", "Service.MetricsDirectory",
+                         g_variant_new_string (config->metrics_dir != NULL
+                                               ? config->metrics_dir : ""));
   g_variant_builder_add (&builder, "{sv}", "Containerd.Enable",
                          g_variant_new_boolean (config->containerd_enable));
   if (config->containerd_enable)
@@ -132,6 +136,7 @@ shimwatch_config_copy (const ShimwatchConfig *config)
 
   copy->runtime_dir = g_strdup (config->runtime_dir);
   copy->state_dir = g_strdup (config->state_dir);
+  copy->metrics_dir = g_strdup (config->metrics_dir);
   copy->runtime_path = g_strdupv (config->runtime_path);
   copy->containerd_state_dir = g_strdup (config->containerd_state_dir);
   copy->containerd_address = g_strdup (config->containerd_address);
@@ -147,6 +152,7 @@ shimwatch_config_free (ShimwatchConfig *config)
     return;
   g_free (config->runtime_dir);
   g_free (config->state_dir);
+  g_free (config->metrics_dir);
   g_strfreev (config->runtime_path);
   g_free (config->containerd_state_dir);
   g_free (config->containerd_address);
@@ -404,6 +410,7 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   g_autofree char *contents = NULL;
   g_autofree char *runtime_dir = NULL;
   g_autofree char *state_dir = NULL;
+  g_autofree char *metrics_dir = NULL;
   g_auto(GStrv) runtime_path = NULL;
   gint64 timeout = 0;
   gint64 concurrency = 0;
@@ -441,9 +448,13 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
   READ_KEY (g_key_file_get_int64, group, "TaskLogMaxSize", log_size);
   READ_KEY (g_key_file_get_int64, group, "TaskLogMaxFiles", log_files);
   READ_KEY (g_key_file_get_int64, group, "TaskLogRetention", log_retention);
+  READ_KEY (g_key_file_get_string, group, "MetricsDirectory", metrics_dir);
 
   if ((runtime_dir != NULL && !absolute_dir ("RuntimeDirectory", runtime_dir, error)) ||
-      (state_dir != NULL && !absolute_dir ("StateDirectory", state_dir, error)))
+      (state_dir != NULL && !absolute_dir ("StateDirectory", state_dir, error)) ||
+      /* empty: no textfile */
+      (metrics_dir != NULL && metrics_dir[0] != '\0' &&
+       !absolute_dir ("MetricsDirectory", metrics_dir, error)))
     {
       g_prefix_error (error, "%s: ", path);
       return FALSE;
@@ -514,6 +525,8 @@ shimwatch_config_load_file (ShimwatchConfig  *config,
     replace_string (&config->runtime_dir, runtime_dir);
   if (state_dir != NULL)
     replace_string (&config->state_dir, state_dir);
+  if (metrics_dir != NULL)
+    replace_string (&config->metrics_dir, metrics_dir[0] != '\0' ? metrics_dir : NULL);
   if (runtime_path != NULL)
     {
       g_strfreev (config->runtime_path);

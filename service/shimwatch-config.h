@@ -24,6 +24,7 @@ typedef struct {
   guint64 task_log_max_size;   /* bytes per task log file */
   guint  task_log_max_files;   /* the current file and the rotated ones */
   guint  task_log_retention_s; /* a task log is kept this long after TaskDelete */
+  char  *metrics_dir;          /* node_exporter's textfile directory; NULL: no textfile */
   /* [Containerd]: companion mode */
   gboolean containerd_enable;
   char  *containerd_state_dir;  /* containerd's --state (its task bundles are below it) */

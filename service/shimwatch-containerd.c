@@ -67,6 +67,27 @@ shimwatch_containerd_list (ShimwatchContainerd *self,
     g_ptr_array_add (paths, g_strdup (shimwatch_containerd_task_get_path (task)));
 }
 
+void
+shimwatch_containerd_count_tasks (ShimwatchContainerd *self,
+                                  GHashTable          *supervised)
+{
+  GHashTableIter iter;
+  ShimwatchContainerdTask *task;
+
+  g_return_if_fail (SHIMWATCH_IS_CONTAINERD (self));
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &task))
+    {
+      char *key = g_strconcat ("containerd\n", shimwatch_containerd_task_get_namespace (task),
+                               NULL);
+
+      g_hash_table_insert (supervised, key,
+                           GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (supervised,
+                                                                                    key)) + 1));
+    }
+}
+
 guint
 shimwatch_containerd_get_n_tasks (ShimwatchContainerd *self)
 {

@@ -42,6 +42,9 @@ ShimwatchContainerdTask *shimwatch_containerd_lookup   (ShimwatchContainerd     
 void                     shimwatch_containerd_list     (ShimwatchContainerd      *self,
                                                         GPtrArray                *paths);
 guint                    shimwatch_containerd_get_n_tasks (ShimwatchContainerd   *self);
+/* adds its tasks to @supervised, as ShimwatchMetricsTaskCounter says */
+void                     shimwatch_containerd_count_tasks (ShimwatchContainerd   *self,
+                                                           GHashTable            *supervised);
 /* no record write waits and no signal is unsettled (for a clean stop) */
 gboolean                 shimwatch_containerd_records_settled (ShimwatchContainerd *self);
 

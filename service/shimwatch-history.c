@@ -32,6 +32,8 @@ struct _ShimwatchHistory
   gsize             file_max;
 
   GQueue            events;          /* Entry, oldest first */
+  ShimwatchHistoryObserver observer;
+  gpointer          observer_data;
   ShimwatchCounters counters;
 
   GString          *pending_lines;   /* queued for the writer, not handed over yet */
@@ -87,25 +89,55 @@ append_uint (GString *out,
     g_string_append_c (out, digits[--n]);
 }
 
+/* The metrics' counters (ShimwatchCounters from deaths[] to delay_sum_us, all guint64)
+ * are one array in the counters' line, "Metrics", in the struct's order: a line per
+ * batch that changed them, and a key per number would make it three times as long,
+ * and the history's files would no longer hold SHIMWATCH_HISTORY_CAPACITY events.
+ * Fields are only ever added at the end: a shorter array (an earlier version's) leaves
+ * the rest at 0, a longer one (a later version's) is read as far as it goes. */
+#define METRICS_OFFSET G_STRUCT_OFFSET (ShimwatchCounters, deaths)
+#define N_METRICS      ((sizeof (ShimwatchCounters) - METRICS_OFFSET) / sizeof (guint64))
+G_STATIC_ASSERT (G_STRUCT_OFFSET (ShimwatchCounters, delay_sum_us) ==
+                 METRICS_OFFSET + (N_METRICS - 1) * sizeof (guint64));
+
+static guint64 *
+metrics_of (ShimwatchCounters *counters)
+{
+  return (guint64 *) (gpointer) ((char *) counters + METRICS_OFFSET);
+}
+
 /* The counters' line of the history file: what g_variant_print (TRUE) gives for an
- * a{sv} of the three, the names of the key file an earlier version wrote. */
+ * a{sv} of the three, the names of the key file an earlier version wrote, and the
+ * metrics' array. */
 static void
 append_counters (GString                 *out,
                  const ShimwatchCounters *counters)
 {
+  ShimwatchCounters fields = *counters;
+  const guint64 *metrics = metrics_of (&fields);
+
   g_string_append (out, "{'DisconnectCount': <uint64 ");
   append_uint (out, counters->disconnects);
   g_string_append (out, ">, 'ReapCount': <uint64 ");
   append_uint (out, counters->reaps);
   g_string_append (out, ">, 'CleanupFailureCount': <uint64 ");
   append_uint (out, counters->cleanup_failures);
-  g_string_append (out, ">}\n");
+  g_string_append (out, ">, 'Metrics': <[uint64 ");
+  for (guint i = 0; i < N_METRICS; i++)
+    {
+      if (i > 0)
+        g_string_append (out, ", ");
+      append_uint (out, metrics[i]);
+    }
+  g_string_append (out, "]>}\n");
 }
 
 static gboolean
 counters_are_zero (const ShimwatchCounters *counters)
 {
-  return counters->disconnects == 0 && counters->reaps == 0 && counters->cleanup_failures == 0;
+  static const ShimwatchCounters zero = { 0 };
+
+  return memcmp (counters, &zero, sizeof zero) == 0;
 }
 
 static void
@@ -427,6 +459,8 @@ shimwatch_history_add (ShimwatchHistory            *self,
   entry->has_exit_status = event->has_exit_status;
   entry->exit_status = event->exit_status;
   keep (self, entry);
+  if (self->observer != NULL)
+    self->observer (event, time, self->observer_data);
 
   if (self->path == NULL)
     return;
@@ -492,6 +526,16 @@ shimwatch_history_query (ShimwatchHistory *self,
 /* -- counters ------------------------------------------------------------------------- */
 
 void
+shimwatch_history_set_observer (ShimwatchHistory         *self,
+                                ShimwatchHistoryObserver  observer,
+                                gpointer                  user_data)
+{
+  g_return_if_fail (SHIMWATCH_IS_HISTORY (self));
+  self->observer = observer;
+  self->observer_data = user_data;
+}
+
+void
 shimwatch_history_get_counters (ShimwatchHistory  *self,
                                 ShimwatchCounters *counters)
 {
@@ -543,12 +587,17 @@ shallow (const char *line)
 }
 
 /* a line of counters (append_counters()): each taken where it is more than what was
- * read before (they only grow, and the newest line has the most); FALSE: not one */
+ * read before (they only grow, and the newest line has the most); the metrics are
+ * taken as a whole from the line that has counted the most of them (a line of an
+ * earlier version has none); FALSE: not one */
 static gboolean
 take_counters (ShimwatchHistory *self,
                GVariant         *parsed)
 {
-  ShimwatchCounters read;
+  ShimwatchCounters read = { 0 };
+  g_autoptr(GVariant) array = NULL;
+  guint64 read_total = 0;
+  guint64 known_total = 0;
 
   if (!g_variant_lookup (parsed, "DisconnectCount", "t", &read.disconnects) ||
       !g_variant_lookup (parsed, "ReapCount", "t", &read.reaps) ||
@@ -558,6 +607,22 @@ take_counters (ShimwatchHistory *self,
   self->counters.reaps = MAX (self->counters.reaps, read.reaps);
   self->counters.cleanup_failures = MAX (self->counters.cleanup_failures,
                                          read.cleanup_failures);
+  array = g_variant_lookup_value (parsed, "Metrics", G_VARIANT_TYPE ("at"));
+  if (array != NULL)
+    {
+      gsize n;
+      const guint64 *values = g_variant_get_fixed_array (array, &n, sizeof (guint64));
+
+      memcpy (metrics_of (&read), values, MIN (n, N_METRICS) * sizeof (guint64));
+    }
+  /* every one of them only grows: the newest line has the largest sum */
+  for (guint i = 0; i < N_METRICS; i++)
+    {
+      read_total += metrics_of (&read)[i];
+      known_total += metrics_of (&self->counters)[i];
+    }
+  if (read_total >= known_total)
+    memcpy (metrics_of (&self->counters), metrics_of (&read), N_METRICS * sizeof (guint64));
   return TRUE;
 }
 

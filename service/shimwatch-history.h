@@ -10,7 +10,8 @@
  *                       appended to and renamed to "history.1" once it passes its size
  *                       limit, so the two files never hold much more than twice that.
  *                       The counters are a line of their own (an a{sv} of
- *                       DisconnectCount, ReapCount and CleanupFailureCount) appended with
+ *                       DisconnectCount, ReapCount and CleanupFailureCount, and the
+ *                       metrics' counters and histogram) appended with
  *                       a batch that changed them, and with the first batch of each run
  *                       and after each rotation: the newest counts;
  *   counters            the key file an earlier version kept them in: read, no longer
@@ -44,11 +45,39 @@ typedef struct {
   const char *reason;        /* NULL or "" = none */
 } ShimwatchHistoryEvent;
 
+/* the death-to-TaskDelete histogram's finite buckets (their bounds are in
+ * shimwatch-metrics.c); +Inf is delay_count itself */
+#define SHIMWATCH_COUNTERS_DELAY_BUCKETS 12
+
+/* the reasons a task's death is counted by: ExitReason */
+typedef enum {
+  SHIMWATCH_DEATH_EXITED,
+  SHIMWATCH_DEATH_SIGNALED,
+  SHIMWATCH_DEATH_OOM_KILLED,
+  SHIMWATCH_DEATH_SHIM_DIED,
+  SHIMWATCH_DEATH_UNKNOWN,
+  SHIMWATCH_N_DEATH_REASONS
+} ShimwatchDeathReason;
+
 typedef struct {
   guint64 disconnects;
   guint64 reaps;
   guint64 cleanup_failures;
+  /* the metrics' (shimwatch-metrics.h); absent from an earlier version's line: 0 */
+  guint64 deaths[SHIMWATCH_N_DEATH_REASONS];
+  guint64 cleanup_timeouts;    /* of the cleanup_failures, those that timed out */
+  guint64 unresponsive;
+  guint64 takeovers;
+  guint64 log_bytes_dropped;
+  guint64 delay_buckets[SHIMWATCH_COUNTERS_DELAY_BUCKETS];   /* each its own, not cumulative */
+  guint64 delay_count;
+  guint64 delay_sum_us;
 } ShimwatchCounters;
+
+/* called on the main thread for each event added, before it is queued for the disk */
+typedef void (*ShimwatchHistoryObserver) (const ShimwatchHistoryEvent *event,
+                                          guint64                      time,
+                                          gpointer                     user_data);
 
 #define SHIMWATCH_TYPE_HISTORY (shimwatch_history_get_type ())
 G_DECLARE_FINAL_TYPE (ShimwatchHistory, shimwatch_history, SHIMWATCH, HISTORY, GObject)
@@ -76,6 +105,10 @@ GVariant         *shimwatch_history_query        (ShimwatchHistory            *s
                                                   const char                  *namespace_,
                                                   const char                  *id,
                                                   guint                        limit);
+/* one observer at most (the metrics); NULL: none */
+void              shimwatch_history_set_observer (ShimwatchHistory            *self,
+                                                  ShimwatchHistoryObserver     observer,
+                                                  gpointer                     user_data);
 void              shimwatch_history_get_counters (ShimwatchHistory            *self,
                                                   ShimwatchCounters           *counters);
 void              shimwatch_history_set_counters (ShimwatchHistory            *self,

@@ -13,6 +13,7 @@
 #include "shimwatch-events-server.h"
 #include "shimwatch-log-store.h"
 #include "shimwatch-manager.h"
+#include "shimwatch-metrics.h"
 #include "shimwatch-shim.h"
 
 G_BEGIN_DECLS
@@ -42,6 +43,7 @@ struct _ShimwatchManager
   ShimwatchLogStore            *logs;
   GDBusObjectManagerServer     *object_manager;
   ShimwatchHistory             *history;    /* events and counters, under the state dir */
+  ShimwatchMetrics             *metrics;    /* the counters, for Prometheus */
   ShimwatchPublisher           *publisher;  /* bus connection, ledger, records, for shims */
 
   GHashTable                   *shims;      /* "ns/id" → ShimwatchShim */

@@ -19,6 +19,7 @@
 #include "shimwatch-log-store.h"
 #include "shimwatch-history.h"
 #include "shimwatch-manager-private.h"
+#include "shimwatch-metrics.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
@@ -61,6 +62,8 @@ shimwatch_manager_update_shim_count (ShimwatchManager *self)
 {
   shimwatch_dbus_manager_set_shim_count (SHIMWATCH_DBUS_MANAGER (self),
                                          g_hash_table_size (self->shims));
+  if (self->metrics != NULL)
+    shimwatch_metrics_changed (self->metrics);
 }
 
 /* -- task cgroups -------------------------------------------------------------------- */
@@ -128,12 +131,13 @@ static void
 save_counters (ShimwatchManager *self)
 {
   ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
-  ShimwatchCounters counters = {
-    .disconnects = shimwatch_dbus_manager_get_disconnect_count (iface),
-    .reaps = shimwatch_dbus_manager_get_reap_count (iface),
-    .cleanup_failures = shimwatch_dbus_manager_get_cleanup_failure_count (iface),
-  };
+  ShimwatchCounters counters;
 
+  /* the metrics' counters are in the same line: taken as they are */
+  shimwatch_history_get_counters (self->history, &counters);
+  counters.disconnects = shimwatch_dbus_manager_get_disconnect_count (iface);
+  counters.reaps = shimwatch_dbus_manager_get_reap_count (iface);
+  counters.cleanup_failures = shimwatch_dbus_manager_get_cleanup_failure_count (iface);
   shimwatch_history_set_counters (self->history, &counters);
 }
 
@@ -404,6 +408,19 @@ handle_get_history (ShimwatchDbusManager  *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* the metrics carry no task id, nothing a caller could not count from the signals: no
+ * authorization, as GetHistory */
+static gboolean
+handle_get_metrics (ShimwatchDbusManager  *iface,
+                    GDBusMethodInvocation *invocation)
+{
+  ShimwatchManager *self = SHIMWATCH_MANAGER (iface);
+  g_autofree char *text = shimwatch_metrics_render (self->metrics);
+
+  shimwatch_dbus_manager_complete_get_metrics (iface, invocation, text);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 /* -- Reap ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -435,6 +452,8 @@ orphan_cleanup_done_cb (GObject      *source,
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
   shimwatch_manager_remove_unused_cgroup_parents (data->self, data->namespace_);
+  if (outcome->delete_timed_out)
+    shimwatch_metrics_count_cleanup_timeout (data->self->metrics);
   count_cleanup (data->self, data->namespace_, data->id,
                  outcome->delete_ok ? outcome->deleted.exit_status : 255,
                  outcome->delete_ok ? NULL : outcome->delete_error);
@@ -666,6 +685,44 @@ make_dir (const char  *path,
   return FALSE;
 }
 
+/* the metrics' supervised gauge: every task of ours and, in companion mode, of
+ * containerd's, by owner and namespace */
+static void
+count_supervised (GHashTable *supervised,
+                  gpointer    user_data)
+{
+  ShimwatchManager *self = user_data;
+  GHashTableIter iter;
+  gpointer value;
+
+  /* as ListShims: a task being created counts once its object is exported */
+  g_hash_table_iter_init (&iter, self->shims);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      char *key;
+
+      if (!shimwatch_shim_is_exported (value))
+        continue;
+      key = g_strconcat (shimwatch_dbus_shim_get_owner (SHIMWATCH_DBUS_SHIM (value)), "\n",
+                         shimwatch_shim_get_namespace (value), NULL);
+      g_hash_table_insert (supervised, key,
+                           GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (supervised,
+                                                                                    key)) + 1));
+    }
+  if (self->containerd != NULL)
+    shimwatch_containerd_count_tasks (self->containerd, supervised);
+}
+
+/* a task log's oldest file went, to keep within the cap */
+static void
+log_dropped_cb (guint64  bytes,
+                gpointer user_data)
+{
+  ShimwatchManager *self = user_data;
+
+  shimwatch_metrics_count_log_dropped (self->metrics, bytes);
+}
+
 ShimwatchManager *
 shimwatch_manager_new (const ShimwatchConfig  *config,
                        GError                **error)
@@ -717,7 +774,8 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
     return NULL;
   {
     g_autofree char *logs_dir = g_build_filename (config->state_dir, "logs", NULL);
-    ShimwatchTaskLogLimits limits = { config->task_log_max_size, config->task_log_max_files };
+    ShimwatchTaskLogLimits limits = { config->task_log_max_size, config->task_log_max_files,
+                                      log_dropped_cb, self };
 
     self->logs = shimwatch_log_store_new (logs_dir, &limits, config->task_log_retention_s,
                                           error);
@@ -734,9 +792,12 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
   shimwatch_dbus_manager_set_reap_count (SHIMWATCH_DBUS_MANAGER (self), counters.reaps);
   shimwatch_dbus_manager_set_cleanup_failure_count (SHIMWATCH_DBUS_MANAGER (self),
                                                     counters.cleanup_failures);
+  self->metrics = shimwatch_metrics_new (self->history, config->metrics_dir);
+  shimwatch_metrics_set_task_counter (self->metrics, count_supervised, self);
 
   self->publisher = shimwatch_publisher_new (SHIMWATCH_DBUS_MANAGER (self), self->records_dir,
                                              self->history);
+  shimwatch_publisher_set_metrics (self->publisher, self->metrics);
 
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   shimwatch_dbus_manager_set_configuration (SHIMWATCH_DBUS_MANAGER (self),
@@ -759,9 +820,11 @@ containerd_finished_cb (ShimwatchContainerd *containerd,
                         gboolean             cleanup_failed,
                         ShimwatchManager    *self)
 {
-  if (took_over)
-    count_cleanup (self, namespace_, id, exit_status,
-                   cleanup_failed ? "the takeover of containerd's cleanup did not finish" : NULL);
+  if (!took_over)
+    return;
+  shimwatch_metrics_count_takeover (self->metrics);
+  count_cleanup (self, namespace_, id, exit_status,
+                 cleanup_failed ? "the takeover of containerd's cleanup did not finish" : NULL);
 }
 
 gboolean
@@ -824,6 +887,7 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_pointer (&self->recorded, g_hash_table_unref);
   g_clear_pointer (&self->to_reach, g_ptr_array_unref);
   g_clear_object (&self->publisher);
+  g_clear_object (&self->metrics);     /* writes what is still queued */
   g_clear_object (&self->history);     /* writes what is still queued */
   g_clear_object (&self->object_manager);
   g_clear_object (&self->authority);
@@ -849,6 +913,7 @@ shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface)
   iface->handle_get_shim = handle_get_shim;
   iface->handle_reap = handle_reap;
   iface->handle_get_history = handle_get_history;
+  iface->handle_get_metrics = handle_get_metrics;
 }
 
 /* The counters (ShimCount, DisconnectCount, ReapCount, CleanupFailureCount) change

@@ -13,6 +13,7 @@ struct _ShimwatchPublisher
   ShimwatchDbusManager     *signals;   /* not owned: the manager owns the publisher */
   char                     *records_dir;
   ShimwatchHistory         *history;
+  ShimwatchMetrics         *metrics;   /* or NULL */
   ShimwatchSignalLedger    *ledger;
   ShimwatchRecordCommitter *committer;
   GDBusConnection          *connection;
@@ -152,6 +153,21 @@ shimwatch_publisher_get_history (ShimwatchPublisher *self)
   return self->history;
 }
 
+void
+shimwatch_publisher_set_metrics (ShimwatchPublisher *self,
+                                 ShimwatchMetrics   *metrics)
+{
+  g_return_if_fail (SHIMWATCH_IS_PUBLISHER (self));
+  g_set_object (&self->metrics, metrics);
+}
+
+ShimwatchMetrics *
+shimwatch_publisher_get_metrics (ShimwatchPublisher *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), NULL);
+  return self->metrics;
+}
+
 static void
 shimwatch_publisher_finalize (GObject *object)
 {
@@ -164,6 +180,7 @@ shimwatch_publisher_finalize (GObject *object)
   g_clear_object (&self->connection);
   g_clear_pointer (&self->ledger, shimwatch_signal_ledger_unref);
   g_clear_object (&self->history);
+  g_clear_object (&self->metrics);
   g_free (self->records_dir);
   g_ptr_array_unref (self->kept_types);
   G_OBJECT_CLASS (shimwatch_publisher_parent_class)->finalize (object);

@@ -13,6 +13,7 @@
 
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
+#include "shimwatch-metrics.h"
 #include "shimwatch-record-committer.h"
 #include "shimwatch-signal-ledger.h"
 
@@ -48,5 +49,9 @@ ShimwatchSignalLedger *shimwatch_publisher_get_ledger      (ShimwatchPublisher  
 const char            *shimwatch_publisher_get_records_dir (ShimwatchPublisher   *self);
 ShimwatchRecordCommitter *shimwatch_publisher_get_committer (ShimwatchPublisher   *self);
 ShimwatchHistory      *shimwatch_publisher_get_history     (ShimwatchPublisher   *self);
+/* what the history does not see (unresponsive shims, cleanup timeouts) is counted here */
+void                   shimwatch_publisher_set_metrics     (ShimwatchPublisher   *self,
+                                                            ShimwatchMetrics     *metrics);
+ShimwatchMetrics      *shimwatch_publisher_get_metrics     (ShimwatchPublisher   *self);
 
 G_END_DECLS

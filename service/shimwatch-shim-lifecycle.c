@@ -361,6 +361,8 @@ crash_cleanup_done_cb (GObject      *source,
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
   shimwatch_crash_point ("cleaned");
   outputs_ended (self, outcome);
+  if (outcome->delete_timed_out && shimwatch_publisher_get_metrics (self->services.publisher) != NULL)
+    shimwatch_metrics_count_cleanup_timeout (shimwatch_publisher_get_metrics (self->services.publisher));
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* runc's delete --force ended what the dead shim left running */

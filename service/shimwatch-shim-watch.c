@@ -82,6 +82,8 @@ health_changed_cb (gboolean responsive,
     shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "unresponsive",
                         "shim does not answer within %u ms; Reap can clean it up",
                         SHIMWATCH_HEALTH_TIMEOUT_MS);
+  if (!responsive && shimwatch_publisher_get_metrics (self->services.publisher) != NULL)
+    shimwatch_metrics_count_unresponsive (shimwatch_publisher_get_metrics (self->services.publisher));
 }
 
 void

@@ -199,6 +199,15 @@ rotate (ShimwatchTaskLog *self)
   if (self->out_fd >= 0)
     g_close (self->out_fd, NULL);
   self->out_fd = -1;
+  if (self->limits.dropped != NULL)
+    {
+      g_autofree char *oldest = file_path (self, self->limits.max_files - 1);
+      struct stat st;
+
+      /* the rename over it drops it: the cap's loss, for the metrics */
+      if (stat (oldest, &st) == 0 && st.st_size > 0)
+        self->limits.dropped ((guint64) st.st_size, self->limits.dropped_data);
+    }
   for (guint generation = self->limits.max_files - 1; generation > 0; generation--)
     {
       g_autofree char *from = file_path (self, generation - 1);

@@ -40,6 +40,10 @@ typedef enum {
 typedef struct {
   guint64 max_file_size;     /* bytes per file */
   guint   max_files;         /* the current file and the rotated ones */
+  /* called with the size of the oldest file when a rotation removes it; or NULL */
+  void  (*dropped) (guint64  bytes,
+                    gpointer user_data);
+  gpointer dropped_data;
 } ShimwatchTaskLogLimits;
 
 #define SHIMWATCH_TYPE_TASK_LOG (shimwatch_task_log_get_type ())

@@ -392,7 +392,8 @@ class ExitCodeTests(CliTestCase):
                   (SHIM, "Pause", ["pause", "old"], "cannot pause default/old"),
                   (SHIM, "Resume", ["resume", "old"], "cannot resume default/old"),
                   (SHIM, "OpenLog", ["logs", "old"], "cannot read the output of default/old"),
-                  (MANAGER, "GetHistory", ["history"], "cannot read the history")]
+                  (MANAGER, "GetHistory", ["history"], "cannot read the history"),
+                  (MANAGER, "GetMetrics", ["metrics"], "cannot read the metrics")]
         tried = 0
         for interface, method, args, what in checks:
             if self.has_method(interface, method, path if interface == SHIM else MANAGER_PATH):
@@ -472,7 +473,8 @@ class CompletionTests(CliTestCase):
         self.assertEqual(self.complete("st"), ["start", "status", "stop"])
         self.assertEqual(self.complete(""), sorted(
             ["list", "status", "monitor", "run", "start", "stop", "kill", "pause", "resume",
-             "delete", "reap", "logs", "history", "label", "wait", "version", "help"]))
+             "delete", "reap", "logs", "history", "label", "wait", "version", "help",
+             "metrics"]))
         self.assertEqual(self.complete("help", "st"), ["start", "status", "stop"])
         self.assertEqual(self.complete("logs", "--t"), ["--tail=", "--timestamps"])
         self.assertEqual(self.complete("history", "-"), sorted(
@@ -742,6 +744,7 @@ class NewCommandTests(CliTestCase):
         self.assertEqual(fields["Service.RuntimeDirectory"], self.runtime_dir)
         self.assertEqual(fields["Service.CleanupTimeout"], str(self.cleanup_timeout))
         self.assertEqual(fields["Service.RuntimePath"], f"{self.runtimes};/usr/bin;/usr/sbin")
+        self.assertEqual(fields["Service.MetricsDirectory"], self.metrics_dir)
         self.assertEqual(fields["Containerd.Enable"], "false")
         self.assertNotIn("Containerd.Address", fields)
         document = self.ctl_json("version")

@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import integration_test as it  # noqa: E402
+import metrics_test  # noqa: E402
 from integration_test import GLib  # noqa: E402
 
 MANAGER_PATH, MANAGER, SHIM, ERROR = it.MANAGER_PATH, it.MANAGER, it.SHIM, it.ERROR
@@ -132,6 +133,10 @@ class ContainerdTestCase(it.ShimwatchTestCase):
     grace = 2                  # [Containerd] Grace, seconds
     containerd_cleanup = None  # containerd's io.containerd.timeout.shim.cleanup
 
+    def metric(self, name, **labels):
+        text = self.call(MANAGER_PATH, MANAGER, "GetMetrics")[0]
+        return metrics_test.value(metrics_test.parse(text), name, **labels)
+
     def setUp(self):
         self.namespace = f"swcd{os.getpid()}x{random.randrange(1 << 30):x}"
         self.shim_ids = []
@@ -235,9 +240,16 @@ class DeathTests(ContainerdTestCase):
         path = self.wait_watched("web1")
         self.assertEqual(self.prop(path, "Owner"), "containerd")
         self.assertEqual(self.prop(path, "Bundle"), self.ctd.bundle("web1"))
+        self.assertEqual(self.metric("shimwatch_tasks_supervised", namespace=self.namespace,
+                                     owner="containerd"), 1)
         shim_pid, task_pid = self.prop(path, "ShimPid"), self.prop(path, "TaskPid")
         os.kill(shim_pid, signal.SIGKILL)
         self.wait_deleted("web1")
+        # containerd's own cleanup is in the histogram, and is no takeover
+        self.assertEqual(self.metric("shimwatch_task_delete_delay_seconds_count"), 1)
+        self.assertEqual(self.metric("shimwatch_containerd_takeovers_total"), 0)
+        self.assertEqual(self.metric("shimwatch_tasks_supervised", namespace=self.namespace,
+                                     owner="containerd"), 0)
         pump(1.0)   # a late duplicate would show
         self.assertEqual(self.sequence("web1"),
                          ["ShimDisconnected", "TaskExit", "TaskDelete", "InterfacesRemoved"])
@@ -293,6 +305,8 @@ class TakeoverTests(ContainerdTestCase):
         self.assert_nothing_left("orphan", task_pid)
         self.assertIn("taking over containerd's cleanup: containerd does not answer",
                       self.daemon_log())
+        self.assertEqual(self.metric("shimwatch_containerd_takeovers_total"), 1)
+        self.assertEqual(self.metric("shimwatch_reaps_total"), 1)
         # containerd comes back to a state it can load, and the container record goes
         self.ctd.start()
         self.assertNotIn("orphan", self.ctd.tasks())

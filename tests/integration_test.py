@@ -226,10 +226,14 @@ class ShimwatchTestCase(unittest.TestCase):
         os.makedirs(self.runtimes)
         os.symlink(TEST_SHIM, os.path.join(self.runtimes, "containerd-shim-test-v1"))
         self.config = os.path.join(self.dir, "shimwatch.conf")
+        # the metrics' textfile goes here, never to the host's node_exporter directory
+        self.metrics_dir = os.path.join(self.dir, "metrics")
+        os.makedirs(self.metrics_dir)
         with open(self.config, "w") as f:
             f.write("[Service]\n"
                     f"RuntimePath={self.runtimes};/usr/bin;/usr/sbin\n"
-                    f"CleanupTimeout={self.cleanup_timeout}\n" + self.extra_config)
+                    f"CleanupTimeout={self.cleanup_timeout}\n"
+                    f"MetricsDirectory={self.metrics_dir}\n" + self.extra_config)
         self.state_dir = os.path.join(self.dir, "state")
         self.log_path = os.path.join(self.dir, "shimwatchd.log")
         self.daemon = None

@@ -44,6 +44,7 @@ assert_same_config (const ShimwatchConfig *a,
   g_assert_cmpuint (a->task_log_max_size, ==, b->task_log_max_size);
   g_assert_cmpuint (a->task_log_max_files, ==, b->task_log_max_files);
   g_assert_cmpuint (a->task_log_retention_s, ==, b->task_log_retention_s);
+  g_assert_cmpstr (a->metrics_dir, ==, b->metrics_dir);
 }
 
 /* "#Key=value" → "Key=value"; prose comments ("# text") stay comments */
@@ -283,6 +284,30 @@ test_booleans (void)
   g_unlink (path);
 }
 
+/* MetricsDirectory: node_exporter's directory by default, empty for no textfile, and
+ * a relative path is refused */
+static void
+test_metrics_directory (void)
+{
+  g_autofree char *path = make_config_file ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(ShimwatchConfig) config = shimwatch_config_new ();
+
+  g_assert_cmpstr (config->metrics_dir, ==, "/var/lib/prometheus/node-exporter");
+  g_assert_true (g_file_set_contents (path, "[Service]\nMetricsDirectory=/srv/metrics\n", -1,
+                                      &error));
+  g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (config->metrics_dir, ==, "/srv/metrics");
+  g_assert_true (g_file_set_contents (path, "[Service]\nMetricsDirectory=\n", -1, &error));
+  g_assert_true (shimwatch_config_load_file (config, path, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_null (config->metrics_dir);
+  assert_refused (path, "[Service]\nMetricsDirectory=metrics\n",
+                  "MetricsDirectory must be an absolute path, not \"metrics\"", TRUE);
+  g_unlink (path);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -295,5 +320,6 @@ main (int    argc,
   g_test_add_func ("/config/out-of-range", test_out_of_range);
   g_test_add_func ("/config/wrong-type", test_wrong_type);
   g_test_add_func ("/config/booleans", test_booleans);
+  g_test_add_func ("/config/metrics-directory", test_metrics_directory);
   return g_test_run ();
 }

@@ -469,6 +469,60 @@ test_counters_survive_rotations (Fixture      *fixture,
   assert_counters (history, &older);
 }
 
+/* The metrics' counters and histogram (shimwatch-metrics.h) are more keys of the same
+ * line: all of them survive a new instance, and a line of an earlier version (the three
+ * counters only) reads as metrics at 0 */
+static void
+test_metric_counters_survive (Fixture      *fixture,
+                              gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (fixture->dir, "history", NULL);
+  g_autoptr(ShimwatchHistory) history = NULL;
+  ShimwatchCounters counters = { .disconnects = 3, .reaps = 2, .cleanup_failures = 1,
+                                 .deaths = { 5, 4, 3, 2, 1 }, .cleanup_timeouts = 1,
+                                 .unresponsive = 6, .takeovers = 7,
+                                 .log_bytes_dropped = G_GUINT64_CONSTANT (1) << 40,
+                                 .delay_count = 3, .delay_sum_us = 2500001 };
+  ShimwatchCounters loaded = { 0 };
+  ShimwatchCounters earlier = { .disconnects = 1, .reaps = 1 };
+  g_autofree char *contents = NULL;
+
+  counters.delay_buckets[0] = 1;
+  counters.delay_buckets[SHIMWATCH_COUNTERS_DELAY_BUCKETS - 1] = 2;
+  history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
+  shimwatch_history_set_counters (history, &counters);
+  shimwatch_history_sync (history);
+  g_clear_object (&history);
+  history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpmem (&loaded, sizeof loaded, &counters, sizeof counters);
+  g_clear_object (&history);
+  /* a line per batch that changed them: short enough that the files still hold the
+   * capacity's events (SHIMWATCH_HISTORY_FILE_MAX) */
+  g_assert_true (g_file_get_contents (path, &contents, NULL, NULL));
+  g_assert_cmpuint (strlen (contents), <, 300);
+
+  /* a later version's longer array: what this one knows is read */
+  g_assert_true (g_file_set_contents (path, "{'DisconnectCount': <uint64 1>, 'ReapCount': "
+                                            "<uint64 1>, 'CleanupFailureCount': <uint64 0>, "
+                                            "'Metrics': <[uint64 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
+                                            "11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, "
+                                            "24, 25, 26, 27, 28]>}\n", -1, NULL));
+  history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpuint (loaded.deaths[0], ==, 1);
+  g_assert_cmpuint (loaded.log_bytes_dropped, ==, 9);
+  g_assert_cmpuint (loaded.delay_sum_us, ==, 23);
+  g_clear_object (&history);
+
+  g_assert_true (g_file_set_contents (path, "{'DisconnectCount': <uint64 1>, 'ReapCount': "
+                                            "<uint64 1>, 'CleanupFailureCount': <uint64 0>}\n",
+                                      -1, NULL));
+  history = shimwatch_history_new (fixture->dir, 100, 1024 * 1024);
+  shimwatch_history_get_counters (history, &loaded);
+  g_assert_cmpmem (&loaded, sizeof loaded, &earlier, sizeof earlier);
+}
+
 static void
 test_unwritable_dir (void)
 {
@@ -606,6 +660,8 @@ main (int    argc,
               test_counters_one_sync_per_batch, fixture_tear_down);
   g_test_add ("/history/counters-survive-rotations", Fixture, NULL, fixture_set_up,
               test_counters_survive_rotations, fixture_tear_down);
+  g_test_add ("/history/metric-counters-survive", Fixture, NULL, fixture_set_up,
+              test_metric_counters_survive, fixture_tear_down);
 #ifdef SHIMWATCH_TEST_MALLOC_COUNT
   g_test_add ("/history/one-allocation-per-event", Fixture, NULL, fixture_set_up,
               test_one_allocation_per_event, fixture_tear_down);

@@ -27,6 +27,10 @@ packages=(
   linux-perf
   # the spawner's system calls per spawn are counted with strace (tests/test-spawn.c)
   strace
+  # the metrics test (tests/metrics_test.py): promtool lints the text and the documented
+  # alert rules; node_exporter's textfile collector scrapes what the service writes (run
+  # by the test on a loopback port; its Debian service is not needed)
+  prometheus prometheus-node-exporter
 )
 
 missing=()
