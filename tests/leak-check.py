@@ -269,17 +269,18 @@ def new_processes(fresh, ours, cgroups_of_suite):
     return sorted(with_descendants(ours | in_cgroups, fresh))
 
 
-def listeners(path):
-    """The pids of the live processes holding a listening unix socket bound to path."""
-    inodes = set()
+def listeners(paths):
+    """{path: pids of the live processes holding a listening unix socket bound to it}, for
+    each of paths: /proc/net/unix once, every process's descriptors once."""
+    inodes = {}
     for line in (read("/proc/net/unix") or "").splitlines()[1:]:
         fields = line.split()
         # Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 is __SO_ACCEPTCON
-        if len(fields) >= 8 and fields[7] == path and int(fields[3], 16) & 0x10000:
-            inodes.add(f"socket:[{fields[6]}]")
-    pids = set()
+        if len(fields) >= 8 and fields[7] in paths and int(fields[3], 16) & 0x10000:
+            inodes[f"socket:[{fields[6]}]"] = fields[7]
+    found = {path: set() for path in paths}
     if not inodes:
-        return pids
+        return found
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -289,22 +290,18 @@ def listeners(path):
             continue
         for fd in fds:
             try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") in inodes:
-                    pids.add(int(entry))
-                    break
+                path = inodes.get(os.readlink(f"/proc/{entry}/fd/{fd}"))
             except OSError:
                 continue
-    return pids
+            if path is not None:
+                found[path].add(int(entry))
+    return found
 
 
 def suite_sockets(new_sockets, ours):
     """New shim sockets, but for those somebody else's live process listens on."""
-    judged = []
-    for path in new_sockets:
-        holders = listeners(path)
-        if not holders or holders & ours:
-            judged.append(path)
-    return judged
+    holders = listeners(set(new_sockets))
+    return [path for path in new_sockets if not holders[path] or holders[path] & ours]
 
 
 # Under systemd, once one unit of a slice asks for a controller (runc's task scopes ask for
