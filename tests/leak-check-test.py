@@ -13,12 +13,15 @@ starts what a real run meets, and checks what the comparison names:
   named, and its cgroup;
 - an empty cgroup left by the suite: named;
 - a shim socket somebody else's live process listens on: not named;
-- a socket file nobody listens on any more (a dead shim's): named.
+- a socket file nobody listens on any more (a dead shim's): named;
+- a runc container whose live init is somebody else's: not named;
+- a stopped runc container whose state the suite left: named.
 
 Output: TAP."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LEAK_CHECK = os.path.join(HERE, "leak-check.py")
 MARKER = "SHIMWATCH_TEST_SUITE"
 SOCKET_DIR = "/run/containerd/s"
+MAKE_BUNDLE = os.path.join(HERE, "..", "tools", "make-bundle.sh")
 LISTENER = """
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
@@ -70,6 +74,32 @@ def orphan(env):
     return int(out.stdout)
 
 
+def runc(root, *args, env=None):
+    """runc's exit status and error output; a detached container gets /dev/null as its
+    stdio (it would hold a pipe open for good)."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.run(["runc", "--root", root] + list(args), env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                              timeout=60)
+        err.seek(0)
+        proc.stderr = err.read()
+    return proc
+
+
+def bundle(path, cgroups_path, *argv):
+    """A busybox bundle (tools/make-bundle.sh) running argv in cgroups_path."""
+    import json
+    subprocess.run(["bash", MAKE_BUNDLE, path] + list(argv), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config = os.path.join(path, "config.json")
+    with open(config) as f:
+        spec = json.load(f)
+    spec["linux"]["cgroupsPath"] = cgroups_path
+    with open(config, "w") as f:
+        json.dump(spec, f)
+    return path
+
+
 def move(pid, cgroup):
     with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
         f.write(str(pid))
@@ -85,7 +115,8 @@ def main():
     base = {k: v for k, v in os.environ.items() if k != MARKER}
     state = tempfile.NamedTemporaryFile(prefix="leak-check-test-", suffix=".json", delete=False)
     state.close()
-    pids, dirs, files = [], [], []
+    pids, dirs, files, containers = [], [], [], []
+    work = tempfile.mkdtemp(prefix="leak-check-test-")        # not a name of the suite's
     results = []
     made = [d for d in (os.path.dirname(SOCKET_DIR), SOCKET_DIR) if not os.path.isdir(d)]
     try:
@@ -116,6 +147,30 @@ def main():
         assert listener.stdout.readline() == "listening\n"
         subprocess.run([sys.executable, "-c", LISTENER.replace("time.sleep(600)", ""),
                         dead_socket], env=env, check=True, stdout=subprocess.DEVNULL)
+        # runc roots the comparison looks at: a default one (somebody else's container, its
+        # init alive in a cgroup of its own) and one in a directory the suite left in /tmp
+        # (a stopped container of the suite's, its state left)
+        other_root = "/run/runc"
+        suite_root = tempfile.mkdtemp(prefix="swleak-", dir="/tmp")
+        dirs.append(suite_root)
+        other_id, suite_id = f"leak-check-other-{tag}", f"leak-check-stopped-{tag}"
+        other_bundle = bundle(os.path.join(work, "other"), f"/leak-check-other-ctr-{tag}",
+                              "sleep", "600")
+        started = runc(other_root, "run", "-d", "--bundle", other_bundle, other_id, env=base)
+        if started.returncode == 0:
+            containers.append((other_root, other_id))
+        stopped_bundle = bundle(os.path.join(work, "stopped"), f"/swtest-stopped-{tag}", "true")
+        ran = runc(suite_root, "run", "-d", "--bundle", stopped_bundle, suite_id, env=env)
+        containers.append((suite_root, suite_id))
+        deadline = time.monotonic() + 10            # detached: its state stays once it exits
+        while ran.returncode == 0 and time.monotonic() < deadline and \
+                '"stopped"' not in (subprocess.run(["runc", "--root", suite_root, "state",
+                                                   suite_id], capture_output=True,
+                                                  text=True).stdout):
+            time.sleep(0.05)
+        runc_ok = started.returncode == 0 and ran.returncode == 0
+        if not runc_ok:
+            print(f"# runc could not run the containers: {started.stderr} {ran.stderr}")
 
         out = subprocess.run([sys.executable, LEAK_CHECK, "compare", state.name],
                              env=dict(env, SHIMWATCH_LEAK_GRACE="0"),
@@ -140,11 +195,19 @@ def main():
               "not named")
         check(re.search(rf"^#   {re.escape(dead_socket)}$", named, re.M) is not None,
               "a socket file nobody listens on is named")
+        if runc_ok:
+            check(f"{other_root}:{other_id} " not in named,
+                  "a runc container whose live init is somebody else's is not named")
+            check(f"{suite_root}:{suite_id} " in named,
+                  "a stopped runc container of the suite's is named")
         check(out.returncode == 1 and "not ok 1 - no process started" in named,
               "the comparison fails")
         if not all(ok for ok, _ in results):
             sys.stdout.write("".join(f"# {line}\n" for line in out.stdout.splitlines()))
     finally:
+        for root, cid in containers:
+            runc(root, "delete", "--force", cid)
+        shutil.rmtree(work, ignore_errors=True)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -162,7 +225,10 @@ def main():
         for d in dirs:
             while True:
                 try:
-                    os.rmdir(d)
+                    if d.startswith("/tmp/"):
+                        shutil.rmtree(d)
+                    else:
+                        os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break

@@ -28,7 +28,8 @@ Only what the suite itself started is judged:
   not known to be another run's (one carrying a different marker, or its child): an
   orphaned container of the suite is still found. An empty new cgroup is judged;
 - a new shim socket is the suite's unless a live process that is not the suite's
-  listens on it (somebody else's running shim).
+  listens on it (somebody else's running shim); a new runc container is the suite's
+  unless its live init is somebody else's process.
 
 Other people's processes on a shared machine are not ours to report.
 
@@ -175,6 +176,14 @@ def runc_containers(extra_dirs=()):
             out[f"{root}:{c['id']}"] = (f"pid {c.get('pid')}, {c.get('status')}, "
                                         f"bundle {c.get('bundle')}")
     return out
+
+
+def somebody_elses_container(description, ours):
+    """Whether a container runc lists runs a live process that is not the suite's (one in a
+    root of another run, or of containerd): a stopped one whose state is left is judged."""
+    m = re.match(r"pid (\d+),", description)
+    pid = int(m.group(1)) if m else 0
+    return pid > 0 and pid not in ours and os.path.exists(f"/proc/{pid}")
 
 
 def snapshot():
@@ -337,7 +346,8 @@ def leftovers(state, marker):
         "sockets": suite_sockets(sorted(sockets() - set(state["sockets"])), set(procs)),
         "cgroups": cg,
         "mounts": sorted(mounts() - set(state["mounts"])),
-        "runc": [f"{k} ({v})" for k, v in sorted(containers.items()) if k not in state["runc"]],
+        "runc": [f"{k} ({v})" for k, v in sorted(containers.items())
+                 if k not in state["runc"] and not somebody_elses_container(v, set(procs))],
         "tmp": tmp,
         "state": sorted(service_state() - set(state.get("state", []))),
     }
