@@ -209,6 +209,36 @@ def switches_since(pid, before):
     return sum(n - before.get(tid, 0) for tid, n in after.items()), len(after)
 
 
+def trace_mounts():
+    """The mount points of tracefs and debugfs: perf mounts tracefs on /sys/kernel/tracing
+    (and debugfs, on older kernels) to read tracepoints, and leaves it mounted."""
+    points = set()
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                before, after = line.split(" - ", 1)
+                if after.split(" ", 1)[0] in ("tracefs", "debugfs"):
+                    points.add(before.split(" ")[4])
+    except OSError:
+        pass
+    return points
+
+
+class PerfMounts:
+    """Around a run of perf: unmount the tracefs and debugfs mounts that appeared during it,
+    so that the bench (and the bench-smoke test) leaves no mount behind. A mount that was
+    there before stays; a mount below another one goes first."""
+
+    def __enter__(self):
+        self.before = trace_mounts()
+        return self
+
+    def __exit__(self, *exc):
+        for point in sorted(trace_mounts() - self.before, key=len, reverse=True):
+            subprocess.run(["umount", point], check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 POLL_EVENTS = ["syscalls:sys_enter_" + name for name in
                ("poll", "ppoll", "epoll_wait", "epoll_pwait", "epoll_pwait2")]
 
@@ -217,9 +247,10 @@ def main_thread_polls(pid, seconds):
     """Sleep for seconds, counting the poll()/epoll_wait() calls of pid's main thread (its
     main-loop iterations) with `perf stat`; None where perf cannot count them."""
     try:
-        out = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(POLL_EVENTS), "-t", str(pid),
-                              "--", "sleep", str(seconds)], capture_output=True, text=True,
-                             timeout=seconds + 60)
+        with PerfMounts():
+            out = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(POLL_EVENTS), "-t",
+                                  str(pid), "--", "sleep", str(seconds)], capture_output=True,
+                                 text=True, timeout=seconds + 60)
     except (OSError, subprocess.TimeoutExpired):
         time.sleep(seconds)
         return None
@@ -371,6 +402,7 @@ class Profile:
         self.pid, self.proc = pid, None
 
     def __enter__(self):
+        self.mounts = PerfMounts().__enter__()
         if self.path:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             # DWARF unwinding: Debian's GLib and libc have no frame pointers
@@ -395,6 +427,7 @@ class Profile:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.mounts.__exit__(*exc)
 
 
 def cgroup_exists(path):

@@ -3,7 +3,8 @@
 # render without a warning, the API reference covers every member of the introspection
 # XML, the bash completion parses, the example configuration names every key the loader
 # reads and the polkit rules example is inactive, nothing points at a file the repository
-# does not have, and the README's install command, run over a build directory configured
+# does not have, every relative link of README.md and docs/*.md resolves (file and
+# #anchor), the shimwatchctl commands and repository paths they name exist, and the README's install command, run over a build directory configured
 # otherwise, installs every file where Debian's packages of udisks2 and bolt put theirs,
 # with no crash points compiled in.
 # Usage: check-docs.sh SOURCE_DIR BUILD_DIR. Output: TAP.
@@ -14,7 +15,7 @@ ok () { n=$((n + 1)); echo "ok $n - $1"; }
 fail () { n=$((n + 1)); failed=1; echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
 check () { local what=$1; shift; if out=$("$@" 2>&1); then ok "$what"; else fail "$what" "$out"; fi; }
 
-echo "1..12"
+echo "1..14"
 
 # man pages: groff's warnings are errors here
 for page in shimwatchctl.1 shimwatchd.8 shimwatch.conf.5; do
@@ -76,6 +77,82 @@ cd - >/dev/null
   fail "README, docs and code comments point only at files in the repository" \
     "outside: $outside" "not in the repository: $dangling"
 
+# every relative link in README.md and docs/*.md resolves: the file (or directory) exists,
+# and a #anchor names a heading of that Markdown file (GitHub's anchors: lower case,
+# punctuation dropped, spaces as hyphens, a repeated heading with -1, -2, ...)
+broken=$(/usr/bin/python3 - "$src" <<'PY'
+import glob, os, re, sys
+src = sys.argv[1]
+pages = [os.path.join(src, "README.md")] + sorted(glob.glob(os.path.join(src, "docs", "*.md")))
+
+def prose(path):
+    """The lines of a Markdown file outside fenced code blocks, with their numbers."""
+    fenced = False
+    for n, line in enumerate(open(path, encoding="utf-8"), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield n, line
+
+def anchors(path):
+    found, seen = set(), {}
+    for _, line in prose(path):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+for page in pages:
+    for n, line in prose(page):
+        line = re.sub(r"`[^`]*`", lambda m: m.group(0) if "](" in m.group(0) else "``", line)
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):        # https:, mailto:, man: ...
+                continue
+            where = f"{os.path.relpath(page, src)}:{n}: {target}"
+            file, _, anchor = target.partition("#")
+            path = os.path.normpath(os.path.join(os.path.dirname(page), file)) if file else page
+            if not os.path.exists(path):
+                print(f"{where}: no such file")
+            elif anchor and path.endswith(".md") and anchor not in anchors(path):
+                print(f"{where}: no heading #{anchor} in {os.path.relpath(path, src)}")
+PY
+) || broken="the check itself failed: $broken"
+[ -z "$broken" ] && ok "every relative link in README.md and docs/*.md resolves" ||
+  fail "every relative link in README.md and docs/*.md resolves" "$broken"
+
+# what they tell the reader to run exists: every `shimwatchctl COMMAND` (in code) is a
+# command of shimwatchctl --help, and every path into the repository they name (tools/...,
+# tests/..., data/..., ...) is there, in the sources or built
+wrong=$(LC_ALL=C.UTF-8 "$build/client/shimwatchctl" --help 2>&1 | /usr/bin/python3 -c '
+import glob, os, re, sys
+src, build, help_text = sys.argv[1], sys.argv[2], sys.stdin.read()
+commands = set(re.findall(r"^  ([a-z][a-z-]*)\s{2,}\S", help_text.split("Commands:", 1)[-1], re.M))
+if not commands:
+    print("no commands in shimwatchctl --help:", help_text[:200])
+pages = [os.path.join(src, "README.md")] + sorted(glob.glob(os.path.join(src, "docs", "*.md")))
+for page in pages:
+    text = open(page, encoding="utf-8").read()
+    fences = re.findall(r"```.*?```", text, re.S)
+    spans = re.findall(r"`[^`\n]+`", re.sub(r"```.*?```", "", text, flags=re.S))
+    code = fences + spans
+    name = os.path.relpath(page, src)
+    for block in code:
+        for command in re.findall(r"(?<![\w/.-])shimwatchctl(?:\s+--?[\w-]+(?:=\S+)?)*\s+([a-z][\w-]*)", block):
+            if command not in commands:
+                print(f"{name}: shimwatchctl {command}: not a command of shimwatchctl --help")
+    for path in re.findall(r"(?<![\w/.~-])((?:tools|tests|bench|data|service|client|introspection|cockpit|po|docs)/[\w./-]*[\w/])", text):
+        if not any(c in path for c in "<>*{}") and not os.path.exists(os.path.join(src, path)) \
+                and not os.path.exists(os.path.join(build, path)):     # built: a test shim
+            print(f"{name}: {path}: not in the repository")
+' "$src" "$build") || wrong="the check itself failed: $wrong"
+[ -z "$wrong" ] && ok "the commands and repository paths README.md and docs/*.md name exist" ||
+  fail "the commands and repository paths README.md and docs/*.md name exist" "$wrong"
+
 # the README's install command, over a build directory configured for something else
 work=$(mktemp -d /tmp/shimwatch-install-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -99,7 +176,8 @@ else
             /usr/share/man/man1/shimwatchctl.1 /usr/share/man/man8/shimwatchd.8
             /usr/share/man/man5/shimwatch.conf.5
             /usr/share/doc/shimwatch/dbus-api.html /usr/share/doc/shimwatch/protocol.md
-            /usr/share/doc/shimwatch/architecture.md
+            /usr/share/doc/shimwatch/architecture.md /usr/share/doc/shimwatch/usage.md
+            /usr/share/doc/shimwatch/dbus-api.md /usr/share/doc/shimwatch/troubleshooting.md
             /usr/share/doc/shimwatch/examples/shimwatch.conf
             /usr/share/doc/shimwatch/examples/50-shimwatch.rules
             /usr/share/locale/de/LC_MESSAGES/shimwatch.mo

@@ -68,11 +68,24 @@ class Lines:
                                      f"{self.seen}")
 
 
+def shared_ctl(directory):
+    """A copy of shimwatchctl that any user may run, in directory (made searchable by all):
+    the build directory may be in a private checkout (a clone under /root is 0700), which
+    the other users the tests run it as cannot reach."""
+    path = os.path.join(directory, "shimwatchctl")
+    if not os.path.exists(path):
+        os.chmod(directory, 0o755)
+        shutil.copy(SHIMWATCHCTL, path)
+        os.chmod(path, 0o755)
+    return path
+
+
 class CliTestCase(ShimwatchTestCase):
     def ctl(self, *args, uid=None, env=None, cwd=None, timeout=60):
         argv = [SHIMWATCHCTL] + list(args)
         if uid is not None:
-            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] + argv
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    shared_ctl(self.dir)] + list(args)
         full_env = dict(os.environ, LC_ALL="C.UTF-8")
         full_env.pop("COLUMNS", None)
         full_env.update(env or {})
@@ -917,7 +930,7 @@ class RunServiceTests(unittest.TestCase):
         self.assertIn("AccessDenied", owned.stderr)
         # polkit runs there: an unprivileged caller is asked for authentication
         refused = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                                  "--clear-groups", SHIMWATCHCTL, "--no-ask-password", "reap",
+                                  "--clear-groups", shared_ctl(work), "--no-ask-password", "reap",
                                   "x"], capture_output=True, text=True, env=env, timeout=30)
         self.assertEqual(refused.returncode, 4, refused.stderr)
 

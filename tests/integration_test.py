@@ -1597,7 +1597,7 @@ class PolkitTests(ShimwatchTestCase):
         argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "script", "-qefc", agent, "/dev/null"]
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env)
+                                stderr=subprocess.STDOUT, env=env, cwd="/")
         seen = b""
         deadline = time.monotonic() + 20
         os.set_blocking(proc.stdout.fileno(), False)
@@ -1654,11 +1654,16 @@ FLOOD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dbus_flood.py"
 
 
 def start_flood(uid, *args):
-    """tests/dbus_flood.py as another user; returns once its first calls are on the wire."""
+    """tests/dbus_flood.py as another user; returns once its first calls are on the wire.
+    The script is read here and handed over as `python3 -c`'s argument, and the flood runs
+    in /: the other user needs no access to the checkout, which may be private (a clone
+    under /root is 0700). Its stdin is the test's (--until-eof)."""
+    with open(FLOOD) as f:
+        source = f.read()
     proc = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                             "/usr/bin/python3", FLOOD] + list(args),
+                             "/usr/bin/python3", "-c", source] + list(args),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, cwd="/")
     line = proc.stdout.readline()
     if line.strip() != "started":
         proc.kill()

@@ -13,11 +13,25 @@ temporary directories, and what is in the service's default state directory
 `compare` waits a while for what the suite started to go away, then fails naming
 everything new that is still there. Output: TAP, one case per kind of thing.
 
-A process counts as the suite's when it was started after the snapshot and carries the
-suite's marker in its environment (SHIMWATCH_TEST_SUITE, set by meson for every test and
-inherited by the daemons, shims and servers the tests start), or sits in a cgroup created
-during the suite (a container: runc gives it a fresh environment), or descends from such a
-process. Other people's processes on a shared machine are not ours to report.
+Only what the suite itself started is judged:
+
+- a process counts as the suite's when it was started after the snapshot and carries the
+  suite's marker in its environment (SHIMWATCH_TEST_SUITE=<build dir>, set by meson for
+  every test and inherited by the daemons, shims and servers the tests start, also when
+  they double-fork), or descends from such a process, or sits in one of the suite's
+  cgroups (a container whose shim died: runc gives it a fresh environment and the kernel
+  a new parent);
+- a cgroup created during the suite is the suite's unless it holds live processes and
+  none of them is the suite's: a terminal opened meanwhile, with a shell and a `sleep` in
+  a cgroup of its own, is somebody else's. A cgroup named as the service and the tests
+  name theirs (shimwatch*, swtest*) stays the suite's while it holds a process that is
+  not known to be another run's (one carrying a different marker, or its child): an
+  orphaned container of the suite is still found. An empty new cgroup is judged;
+- a new shim socket is the suite's unless a live process that is not the suite's
+  listens on it (somebody else's running shim); a new runc container is the suite's
+  unless its live init is somebody else's process.
+
+Other people's processes on a shared machine are not ours to report.
 
 On a shared machine whose own tooling makes a cgroup for each command it runs (a sandbox),
 SHIMWATCH_LEAK_FOREIGN_CGROUPS names those cgroups (a regular expression matched against
@@ -164,6 +178,14 @@ def runc_containers(extra_dirs=()):
     return out
 
 
+def somebody_elses_container(description, ours):
+    """Whether a container runc lists runs a live process that is not the suite's (one in a
+    root of another run, or of containerd): a stopped one whose state is left is judged."""
+    m = re.match(r"pid (\d+),", description)
+    pid = int(m.group(1)) if m else 0
+    return pid > 0 and pid not in ours and os.path.exists(f"/proc/{pid}")
+
+
 def snapshot():
     return {
         "processes": {str(pid): info[0] for pid, info in processes().items()},
@@ -183,31 +205,112 @@ def describe(pid):
     return f"pid {pid}: {cmdline or '?'} (cgroup {', '.join(cgroup) or '/'})"
 
 
-def new_processes(before, new_cgroups, marker):
-    """The suite's processes started after the snapshot that still run."""
+def fresh_processes(before):
+    """{pid: (starttime, state, ppid)} of the live processes started after the snapshot."""
     me = os.getpid()
-    now = processes()
-    fresh = {pid: info for pid, info in now.items()
-             if before.get(str(pid)) != info[0] and info[1] not in "ZX" and pid != me}
-    cgroup_paths = {c.split(":", 1)[1] for c in new_cgroups}
-    ours = set()
-    for pid in fresh:
-        environ = read(f"/proc/{pid}/environ", "rb") or b""
-        if marker and f"{MARKER}={marker}".encode() in environ.split(b"\0"):
-            ours.add(pid)
-            continue
-        for line in (read(f"/proc/{pid}/cgroup") or "").splitlines():
-            if line.split(":", 2)[2] in cgroup_paths:
-                ours.add(pid)
-                break
+    return {pid: info for pid, info in processes().items()
+            if before.get(str(pid)) != info[0] and info[1] not in "ZX" and pid != me}
+
+
+def marker_of(pid):
+    """The value of the suite's marker in pid's environment: None without one."""
+    for entry in (read(f"/proc/{pid}/environ", "rb") or b"").split(b"\0"):
+        if entry.startswith(MARKER.encode() + b"="):
+            return entry.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
+def with_descendants(seed, fresh):
+    """seed and every fresh process below one of them."""
+    found = set(seed)
     changed = True
-    while changed:                  # and whatever they started
+    while changed:
         changed = False
         for pid, info in fresh.items():
-            if pid not in ours and info[2] in ours:
-                ours.add(pid)
+            if pid not in found and info[2] in found:
+                found.add(pid)
                 changed = True
-    return sorted(ours)
+    return found
+
+
+def processes_by_marker(fresh, marker):
+    """(ours, another run's): fresh processes carrying this run's marker or another one's,
+    each with whatever they started."""
+    marks = {pid: marker_of(pid) for pid in fresh}
+    ours = {pid for pid, m in marks.items() if marker and m == marker}
+    theirs = {pid for pid, m in marks.items() if m is not None and m != marker}
+    ours = with_descendants(ours, fresh)
+    return ours, with_descendants(theirs, fresh) - ours
+
+
+def cgroup_of(pid):
+    """The paths of pid's cgroups, one per hierarchy ("/" left out)."""
+    return {line.split(":", 2)[2] for line in (read(f"/proc/{pid}/cgroup") or "").splitlines()
+            if line.count(":") >= 2} - {"/"}
+
+
+SUITE_CGROUP = re.compile(r"(^|/)(shimwatch|swtest)[^/]*(/|$)")
+
+
+def inside(path, cgroup):
+    return path == cgroup or path.startswith(cgroup.rstrip("/") + "/")
+
+
+def suite_cgroups(new_cgroups, fresh, ours, theirs):
+    """The new cgroups that are the suite's (see the module's doc)."""
+    members = {pid: cgroup_of(pid) for pid in processes()}
+    judged = []
+    for c in new_cgroups:
+        path = c.split(":", 1)[1]
+        inhabitants = {pid for pid, paths in members.items()
+                       if any(inside(p, path) for p in paths)}
+        if not inhabitants or inhabitants & ours:
+            judged.append(c)
+        elif SUITE_CGROUP.search(path) and inhabitants - theirs:
+            judged.append(c)
+    return judged
+
+
+def new_processes(fresh, ours, cgroups_of_suite):
+    """The suite's processes started after the snapshot that still run."""
+    paths = {c.split(":", 1)[1] for c in cgroups_of_suite}
+    in_cgroups = {pid for pid in fresh if cgroup_of(pid) & paths}
+    return sorted(with_descendants(ours | in_cgroups, fresh))
+
+
+def listeners(paths):
+    """{path: pids of the live processes holding a listening unix socket bound to it}, for
+    each of paths: /proc/net/unix once, every process's descriptors once."""
+    inodes = {}
+    for line in (read("/proc/net/unix") or "").splitlines()[1:]:
+        fields = line.split()
+        # Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 is __SO_ACCEPTCON
+        if len(fields) >= 8 and fields[7] in paths and int(fields[3], 16) & 0x10000:
+            inodes[f"socket:[{fields[6]}]"] = fields[7]
+    found = {path: set() for path in paths}
+    if not inodes:
+        return found
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                path = inodes.get(os.readlink(f"/proc/{entry}/fd/{fd}"))
+            except OSError:
+                continue
+            if path is not None:
+                found[path].add(int(entry))
+    return found
+
+
+def suite_sockets(new_sockets, ours):
+    """New shim sockets, but for those somebody else's live process listens on."""
+    holders = listeners(set(new_sockets))
+    return [path for path in new_sockets if not holders[path] or holders[path] & ours]
 
 
 # Under systemd, once one unit of a slice asks for a controller (runc's task scopes ask for
@@ -230,16 +333,21 @@ def foreign(cgroup):
 
 
 def leftovers(state, marker):
-    cg = sorted(c for c in cgroups() - set(state["cgroups"])
-                if not realized_by_systemd(c) and not foreign(c))
+    new_cgroups = sorted(c for c in cgroups() - set(state["cgroups"])
+                         if not realized_by_systemd(c) and not foreign(c))
+    fresh = fresh_processes(state["processes"])
+    ours, theirs = processes_by_marker(fresh, marker)
+    cg = suite_cgroups(new_cgroups, fresh, ours, theirs)
+    procs = new_processes(fresh, ours, cg)
     tmp = sorted(tmp_entries() - set(state["tmp"]))
     containers = runc_containers(tmp)
     return {
-        "processes": [describe(p) for p in new_processes(state["processes"], cg, marker)],
-        "sockets": sorted(sockets() - set(state["sockets"])),
+        "processes": [describe(p) for p in procs],
+        "sockets": suite_sockets(sorted(sockets() - set(state["sockets"])), set(procs)),
         "cgroups": cg,
         "mounts": sorted(mounts() - set(state["mounts"])),
-        "runc": [f"{k} ({v})" for k, v in sorted(containers.items()) if k not in state["runc"]],
+        "runc": [f"{k} ({v})" for k, v in sorted(containers.items())
+                 if k not in state["runc"] and not somebody_elses_container(v, set(procs))],
         "tmp": tmp,
         "state": sorted(service_state() - set(state.get("state", []))),
     }

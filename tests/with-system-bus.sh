@@ -76,8 +76,9 @@ case "${SHIMWATCH_POLKIT:-real}" in
     ;;
   mock)
     install -d -o polkitd "$run/mock"
-    setpriv --reuid=polkitd --regid=polkitd --init-groups /usr/bin/python3 -m dbusmock \
-      --template polkitd -l "$run/mock/dbusmock.log" >/dev/null 2>&1 &
+    # in /: the polkitd user may not reach the directory this runs in (a private checkout)
+    (cd / && exec setpriv --reuid=polkitd --regid=polkitd --init-groups /usr/bin/python3 -m \
+      dbusmock --template polkitd -l "$run/mock/dbusmock.log") >/dev/null 2>&1 &
     polkit_pid=$!
     ;;
   *)
