@@ -99,7 +99,7 @@ else
             /usr/share/man/man1/shimwatchctl.1 /usr/share/man/man8/shimwatchd.8
             /usr/share/man/man5/shimwatch.conf.5
             /usr/share/doc/shimwatch/dbus-api.html /usr/share/doc/shimwatch/protocol.md
-            /usr/share/doc/shimwatch/architecture.md
+            /usr/share/doc/shimwatch/architecture.md /usr/share/doc/shimwatch/installing.md
             /usr/share/doc/shimwatch/examples/shimwatch.conf
             /usr/share/doc/shimwatch/examples/50-shimwatch.rules
             /usr/share/locale/de/LC_MESSAGES/shimwatch.mo
