@@ -54,7 +54,8 @@ missing=$(for f in LICENSE NOTICE AUTHORS NEWS README.md docs/installing.md debi
             [ -s "$tree/$f" ] || echo "$f"; done)
 [ -z "$missing" ] && ok "the tarball has the licence, NEWS, the install notes and debian/" ||
   { echo "missing: $missing" > "$work/missing"; fail "the tarball has the licence, NEWS, the install notes and debian/" "$work/missing"; }
-[ "$(id -u)" = 0 ] && chown -R nobody:nogroup "$work/unpacked"
+mkdir "$work/full" "$work/min"
+[ "$(id -u)" = 0 ] && chown -R nobody:nogroup "$work/unpacked" "$work/full" "$work/min"
 
 # the default configuration: builds, passes the unit suite, installs only user documents
 if "${as_user[@]}" meson setup "$work/full" "$tree" --prefix=/usr --werror > "$work/full.log" 2>&1 &&
