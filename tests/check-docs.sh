@@ -178,6 +178,7 @@ else
             /usr/share/doc/shimwatch/dbus-api.html /usr/share/doc/shimwatch/protocol.md
             /usr/share/doc/shimwatch/architecture.md /usr/share/doc/shimwatch/usage.md
             /usr/share/doc/shimwatch/dbus-api.md /usr/share/doc/shimwatch/troubleshooting.md
+            /usr/share/doc/shimwatch/installing.md /usr/share/doc/shimwatch/metrics.md
             /usr/share/doc/shimwatch/examples/shimwatch.conf
             /usr/share/doc/shimwatch/examples/50-shimwatch.rules
             /usr/share/locale/de/LC_MESSAGES/shimwatch.mo

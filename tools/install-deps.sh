@@ -25,6 +25,9 @@ packages=(
   # the benchmark (bench/shimbench.py): the main loop's poll() calls are counted with
   # `perf stat`, and --perf profiles the service
   linux-perf
+  # the Debian packages (debian/) and their test (tests/systemd/boot.sh with
+  # SHIMWATCH_SYSTEMD_INSTALL=deb): dpkg-buildpackage, dh with the meson build system, lintian
+  dpkg-dev debhelper lintian
   # the spawner's system calls per spawn are counted with strace (tests/test-spawn.c)
   strace
   # the metrics test (tests/metrics_test.py): promtool lints the text and the documented

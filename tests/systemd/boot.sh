@@ -10,6 +10,11 @@
 #   SHIMWATCH_SYSTEMD_LAYOUTS  "hybrid unified" (default; SHIMWATCH_LAND_QUICK=1: hybrid)
 #   SHIMWATCH_SYSTEMD_SUITE    0 to leave out the integration suite inside
 #   SHIMWATCH_TEST_CACHE       where the root file system is kept (/var/cache/shimwatch-test)
+#   SHIMWATCH_SYSTEMD_INSTALL  meson (default): `meson install` into the root; deb: the
+#                              Debian packages (build-debs.sh, cached in BUILD_DIR) installed
+#                              with apt, the checks against them, then the package's own
+#                              (deb-checks.py: upgrade with a task running, purge); one
+#                              layout (hybrid) and no integration suite unless asked for
 #
 # The root file system is built once per machine (make-rootfs.sh) and never modified: each
 # boot gets an overlay on top of it, in a private mount namespace, removed afterwards. The
@@ -21,7 +26,8 @@ src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 here=$src/tests/systemd
 cache=${SHIMWATCH_TEST_CACHE:-/var/cache/shimwatch-test}
-if [ "${SHIMWATCH_LAND_QUICK:-0}" = 1 ]; then
+install_mode=${SHIMWATCH_SYSTEMD_INSTALL:-meson}
+if [ "${SHIMWATCH_LAND_QUICK:-0}" = 1 ] || [ "$install_mode" = deb ]; then
   layouts=${SHIMWATCH_SYSTEMD_LAYOUTS:-hybrid}
 else
   layouts=${SHIMWATCH_SYSTEMD_LAYOUTS:-hybrid unified}
@@ -30,7 +36,7 @@ boot_timeout=${SHIMWATCH_SYSTEMD_TIMEOUT:-420}
 
 skip () { echo "1..0 # SKIP $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "booting systemd in a container needs root"
-for tool in systemd-nspawn debootstrap; do
+for tool in systemd-nspawn debootstrap $([ "$install_mode" = deb ] && echo dpkg-buildpackage lintian); do
   command -v "$tool" > /dev/null ||
     skip "$tool is not installed (tools/install-deps.sh installs systemd-container and debootstrap)"
 done
@@ -84,14 +90,52 @@ if ! rootfs=$(bash "$here/make-rootfs.sh" "$cache" 2> "$log"); then
   echo "1..$n"; exit 1
 fi
 
+# the packages, built once per source tree (deb mode), checked by lintian
+finished_marker='^# checks finished'
+if [ "$install_mode" = deb ]; then
+  finished_marker='^# package checks finished'
+  : "${SHIMWATCH_SYSTEMD_SUITE:=0}"
+  started=$SECONDS
+  if debs=$(bash "$here/build-debs.sh" "$src" "$build/systemd-debs" 2> "$log"); then
+    tap OK "dpkg-buildpackage -us -uc -b builds both packages, and a rebuilt +test1 ($((SECONDS - started)) s; cached by the sources' hash)"
+  else
+    tap FAIL "dpkg-buildpackage -us -uc -b builds both packages, and a rebuilt +test1" "$log"
+    echo "1..$n"; exit 1
+  fi
+  changes=$(ls "$debs"/shimwatch_*.changes | grep -v '+test1' | head -n 1)
+  lintian --tag-display-limit 0 "$changes" > "$log" 2>&1
+  # every override says why, in the comment right above it
+  awk 'FNR == 1 { prev = "" } !/^#/ && NF && prev !~ /^#/ { print FILENAME ": " $0 " has no reason above it" }
+       { prev = $0 }' "$src"/debian/*.lintian-overrides >> "$log"
+  if ! grep -qE '^[EW]: |has no reason above it' "$log" && [ -n "$changes" ]; then
+    tap OK "lintian reports no error and no warning on shimwatch and cockpit-shimwatch; every override has its reason"
+  else
+    tap FAIL "lintian reports no error and no warning on shimwatch and cockpit-shimwatch; every override has its reason" "$log"
+  fi
+  page=$(ls "$debs"/cockpit-shimwatch_*_all.deb | grep -v '+test1' | head -n 1)
+  service=$(ls "$debs"/shimwatch_*.deb | grep -v -e '+test1' -e dbgsym | head -n 1)
+  # (listings in variables: grep -q would end dpkg-deb with SIGPIPE, a failure under pipefail)
+  page_files=$(dpkg-deb -c "$page"); service_files=$(dpkg-deb -c "$service")
+  if dpkg-deb -f "$page" Depends | grep -q 'cockpit-bridge' &&
+     grep -q './usr/share/cockpit/shimwatch/manifest.json' <<< "$page_files" &&
+     grep -q './usr/libexec/shimwatchd' <<< "$service_files" &&
+     ! grep -q 'usr/share/cockpit' <<< "$service_files"; then
+    tap OK "cockpit-shimwatch holds the Cockpit page and depends on cockpit-bridge; shimwatch has no page"
+  else
+    tap FAIL "cockpit-shimwatch holds the Cockpit page and depends on cockpit-bridge; shimwatch has no page"
+  fi
+fi
+
 # the project as a distribution installs it: --prefix=/usr, no test hooks
 inst=$build/systemd-install
-if [ ! -f "$inst/build.ninja" ]; then
+if [ "$install_mode" = deb ]; then
+  :
+elif [ ! -f "$inst/build.ninja" ]; then
   meson setup "$inst" "$src" --prefix=/usr --sysconfdir=/etc --localstatedir=/var \
     -Dtest_hooks=false --werror --warnlevel 2 > "$log" 2>&1 ||
     { tap FAIL "meson setup --prefix=/usr" "$log"; echo "1..$n"; exit 1; }
 fi
-ninja -C "$inst" > "$log" 2>&1 ||
+[ "$install_mode" = deb ] || ninja -C "$inst" > "$log" 2>&1 ||
   { tap FAIL "the project builds with --prefix=/usr" "$log"; echo "1..$n"; exit 1; }
 
 boot () {   # boot LAYOUT: one container, its results in $work/out-LAYOUT
@@ -101,8 +145,19 @@ boot () {   # boot LAYOUT: one container, its results in $work/out-LAYOUT
   mkdir -p "$root" "$upper" "$lower" "$out"
   mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$upper,workdir=$lower" "$root" ||
     return 1
-  DESTDIR=$root meson install -C "$inst" --no-rebuild --quiet > "$out/install.log" 2>&1 ||
-    { cp "$out/install.log" "$out/failure"; umount "$root"; return 1; }
+  if [ "$install_mode" = deb ]; then
+    # apt, offline: what the package depends on is in the root already
+    install -d "$root/var/lib/shimwatch-test-debs"
+    cp "$debs"/*.deb "$root/var/lib/shimwatch-test-debs/"
+    local release
+    release=$(cd "$root/var/lib/shimwatch-test-debs" && ls shimwatch_*.deb | grep -v -e '+test1' -e dbgsym)
+    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y \
+      "/var/lib/shimwatch-test-debs/$release" > "$out/install.log" 2>&1 ||
+      { cp "$out/install.log" "$out/failure"; umount "$root"; return 1; }
+  else
+    DESTDIR=$root meson install -C "$inst" --no-rebuild --quiet > "$out/install.log" 2>&1 ||
+      { cp "$out/install.log" "$out/failure"; umount "$root"; return 1; }
+  fi
 
   # the checks, as a unit that starts once the system is up
   install -d "$root/usr/local/lib/shimwatch-test"
@@ -117,6 +172,12 @@ boot () {   # boot LAYOUT: one container, its results in $work/out-LAYOUT
   install -d "$root/etc/systemd/system.conf.d"
   printf '[Manager]\nDefaultTimeoutStopSec=10s\n' \
     > "$root/etc/systemd/system.conf.d/shimwatch-test.conf"
+  if [ "$install_mode" = deb ]; then
+    install -m 0755 "$here/deb-checks.py" "$root/usr/local/lib/shimwatch-test/"
+    install -d "$root/etc/systemd/system/shimwatch-checks.service.d"
+    printf '[Service]\nEnvironment=SHIMWATCH_CHECKS_THEN=/usr/local/lib/shimwatch-test/deb-checks.py\n' \
+      > "$root/etc/systemd/system/shimwatch-checks.service.d/deb.conf"
+  fi
   ln -sf ../shimwatch-checks.service \
     "$root/etc/systemd/system/multi-user.target.wants/shimwatch-checks.service"
 
@@ -155,7 +216,7 @@ boot () {   # boot LAYOUT: one container, its results in $work/out-LAYOUT
   local deadline=$((SECONDS + boot_timeout))
   local finished=
   while kill -0 "$nspawn_pid" 2> /dev/null && [ $SECONDS -lt $deadline ]; do
-    [ -z "$finished" ] && grep -q '^# checks finished' "$out/tap" 2> /dev/null && finished=$SECONDS
+    [ -z "$finished" ] && grep -q "$finished_marker" "$out/tap" 2> /dev/null && finished=$SECONDS
     sleep 0.2
   done
   [ -n "$finished" ] && echo "$((SECONDS - finished))" > "$out/shutdown-seconds"
@@ -209,7 +270,7 @@ for layout in $layouts; do
       *) echo "$line" ;;
     esac
   done < "$out/tap"
-  if ! grep -q '^# checks finished' "$out/tap"; then
+  if ! grep -q '^# checks finished' "$out/tap" || ! grep -q "$finished_marker" "$out/tap"; then
     {
       cat "$out/failure" 2> /dev/null
       echo "the checks did not finish; the end of the console:"
