@@ -55,3 +55,15 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# prometheus (for promtool) and prometheus-node-exporter are test tools here, but their
+# packages enable and start services (a Prometheus server on :9090, node_exporter on
+# :9100) where systemd runs: the ones this run installed are stopped and disabled again,
+# so that the machine runs no daemon for the tests (the tests start their own exporter)
+if [ -d /run/systemd/system ]; then
+  for p in "${missing[@]}"; do
+    case $p in
+      prometheus|prometheus-node-exporter) systemctl disable --now "$p.service" >/dev/null 2>&1 || true ;;
+    esac
+  done
+fi
