@@ -58,7 +58,11 @@ static void
 create_data_free (CreateData *data)
 {
   if (data->reserved)
-    g_hash_table_remove (data->self->reserved, data->key);
+    {
+      g_hash_table_remove (data->self->reserved, data->key);
+      /* a failed create's runc may have made its namespace's directory */
+      shimwatch_manager_remove_unused_runc_dir (data->self, data->namespace_);
+    }
   if (data->cgroup_path != NULL)
     {
       shimwatch_manager_release_cgroup (data->self, data->cgroup_path, data->key);

@@ -477,13 +477,18 @@ shimwatch_task_log_new (const char                    *namespace_,
 {
   g_autoptr(ShimwatchTaskLog) self = task_log_new (namespace_, id, log_dir, limits, TRUE, error);
 
+  /* a failed create leaves nothing: the log directory is new (an earlier task's was put
+   * aside), so it goes with what was made in it */
   if (self == NULL)
-    return NULL;
+    {
+      (void) shimwatch_task_log_remove_dir (log_dir, NULL);
+      return NULL;
+    }
   for (guint i = 0; i < G_N_ELEMENTS (self->streams); i++)
     if ((streams & (1u << i)) != 0 &&
         !open_stream (self, &self->streams[i], task_dir, TRUE, error))
       {
-        shimwatch_task_log_detach (self);
+        shimwatch_task_log_discard (self);
         return NULL;
       }
   return g_steal_pointer (&self);
@@ -974,8 +979,9 @@ shimwatch_task_log_open_reader (ShimwatchTaskLog  *self,
   if (g_list_length (self->readers) >= SHIMWATCH_TASK_LOG_MAX_READERS)
     {
       g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY,
-                   "the log of task %s/%s has %u readers already; try again when one is "
-                   "done", self->namespace_, self->id, SHIMWATCH_TASK_LOG_MAX_READERS);
+                   "the log of task %s/%s has %u readers already, the limit of readers "
+                   "per task; try again when one is done", self->namespace_, self->id,
+                   SHIMWATCH_TASK_LOG_MAX_READERS);
       return -1;
     }
   if (!g_unix_open_pipe (fds, FD_CLOEXEC, error))
