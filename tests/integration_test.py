@@ -2577,6 +2577,85 @@ class TaskLogTests(ShimwatchTestCase):
         self.assertIn("(uid 2): not authorized for org.shimwatch.read-logs", log)
 
 
+class FullDiskTests(ShimwatchTestCase):
+    """The runtime and state directories on small file systems of their own (tmpfs) that
+    the test fills: a create that fails for want of space leaves nothing, and the name is
+    free as soon as there is room again (issue 29)."""
+
+    def start_daemon(self, **extra_env):
+        if not getattr(self, "mounts", None):
+            self.mounts = []
+            for directory in (self.runtime_dir, self.state_dir):
+                os.makedirs(directory, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs",
+                                directory], check=True)
+                self.mounts.append(directory)
+        super().start_daemon(**extra_env)
+
+    def _cleanup_leftovers(self):
+        try:
+            super()._cleanup_leftovers()
+        finally:
+            # after the guard: runc's state (on the tmpfs) told it what to delete; its
+            # rm stays on its own file system, so what is on the tmpfs goes with it here
+            for directory in getattr(self, "mounts", []):
+                subprocess.run(["umount", "-l", directory], check=False)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def fill(self, directory):
+        """Fill directory's file system; returns the filler's path."""
+        filler = os.path.join(directory, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for size in (65536, 4096, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError as e:
+                    self.assertEqual(e.errno, errno.ENOSPC)
+        finally:
+            os.close(fd)
+        return filler
+
+    def test_full_disk_create_leaves_nothing(self):
+        fillers = [self.fill(self.runtime_dir), self.fill(self.state_dir)]
+        error = self.assert_dbus_error("Failed", self.create_task, "audit", "x")
+        self.assertIn("No space left on device", error.message)
+        self.assertFalse(os.path.exists(self.task_dir("audit", "x")),
+                         "the failed create left its task directory")
+        self.assertFalse(os.path.exists(os.path.join(self.state_dir, "logs", "audit", "x")))
+        self.assertEqual(self.call(MANAGER_PATH, MANAGER, "ListShims")[0], [])
+        for filler in fillers:
+            os.unlink(filler)
+        # the name is free at once, without a Reap or a restart
+        path = self.create_task("audit", "x")
+        self.assertEqual(self.prop(path, "Status"), "running")
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("audit", "x", {}))
+        self.assertFalse(os.path.exists(self.task_dir("audit", "x")))
+        # runc's directory of the namespace went with its last task
+        self.assertFalse(os.path.exists(os.path.join(self.runtime_dir, "runc", "audit")),
+                         "an empty runc/<namespace> directory stayed")
+
+    def test_leftover_task_dir_goes_on_reap_and_restart(self):
+        """What an older version left after such a failure (an empty task directory, or one
+        with only config.json, and no record): Reap removes it, and so does a restart."""
+        for task_id, files in (("empty", []), ("half", ["config.json"])):
+            os.makedirs(self.task_dir("audit", task_id))
+            for name in files:
+                shutil.copy(os.path.join(self.bundle, name), self.task_dir("audit", task_id))
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("audit", "empty", {}))
+        self.assertFalse(os.path.exists(self.task_dir("audit", "empty")))
+        path = self.create_task("audit", "empty")
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("audit", "empty", {}))
+        self.assertFalse(os.path.exists(self.task_dir("audit", "empty")), path)
+        self.stop_daemon()
+        self.start_daemon()
+        wait_until(lambda: not os.path.exists(self.task_dir("audit", "half")), 15,
+                   "the restart to remove the leftover task directory")
+        self.create_task("audit", "half")
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("audit", "half", {}))
+
+
 def stat_is_fifo(path):
     import stat
     try:
