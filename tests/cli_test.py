@@ -595,6 +595,24 @@ class LogsTests(CliTestCase):
         self.assertEqual(follower.wait(20), 0)
 
 
+class BusyTests(CliTestCase):
+    def test_busy_names_the_limit(self):
+        """A limit that is hit is named, with its value (issue 29: 'the service is busy')."""
+        path = self.create_task("default", "watched")
+        fds = []
+        self.addCleanup(lambda: [os.close(fd) for fd in fds])
+        for _ in range(16):
+            reply, fd_list = self.bus.call_with_unix_fd_list_sync(
+                BUS_NAME, path, SHIM, "OpenLog",
+                GLib.Variant("(a{sv})", ({"follow": GLib.Variant("b", True)},)),
+                GLib.VariantType("(h)"), it.Gio.DBusCallFlags.NONE, 30000, None, None)
+            fds.append(fd_list.get(reply.unpack()[0]))
+        proc = self.ctl("logs", "-f", "watched")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("16 readers already, the limit of readers per task", proc.stderr)
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "watched", {}))
+
+
 class FloodTests(CliTestCase):
     """`logs -f` on a task that writes as fast as it can (issue 29): the follower keeps up
     for as long as the task runs; one that does not read is dropped and told so."""
