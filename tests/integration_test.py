@@ -2515,12 +2515,15 @@ class TaskLogTests(ShimwatchTestCase):
         self.assertEqual(numbers[-1], count - 1)
         self.assertEqual(numbers, list(range(numbers[0], count)))
         self.assertGreater(len(numbers), 1000)
-        # the stalled reader got some lines and then EOF, while the task runs on
+        # the stalled reader got some lines, was told it fell behind, and then EOF, while
+        # the task runs on
         data, eof = self.read_fd(stalled, lambda d: False, timeout=30)
         self.assertTrue(eof)
         self.assertLess(len(data), 4 * 1024 * 1024)
+        self.assertRegex(data.decode().splitlines()[-1], r"^\S+Z shimwatch fell-behind$")
         os.close(stalled)
-        self.assertIn("reader fell more than", open(self.log_path).read())
+        self.assertIn("reader fell behind by more than the log keeps",
+                      open(self.log_path).read())
 
     def test_no_log_when_disabled_or_given(self):
         bundle = self.make_bundle("quiet", self.HELLO)
