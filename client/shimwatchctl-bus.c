@@ -186,7 +186,7 @@ describe_error (const GError *error,
   if (is_service_error (error, "ShimFailed"))
     return g_strdup_printf (_("the shim or the runtime reported an error: %s"), detail);
   if (is_service_error (error, "Busy"))
-    return g_strdup (_("the service is busy; try again later"));
+    return g_strdup_printf (_("the service is busy: %s"), detail);
   if (is_service_error (error, "NotSupported"))
     return g_strdup_printf (_("not supported for this task (%s)"), detail);
   if (is_service_error (error, "Failed"))

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 #include <glib/gi18n.h>
@@ -39,6 +40,93 @@ split_log_line (char        *line,
   else
     *text = space + 1 + strlen (space + 1);       /* "", inside @line */
   return TRUE;
+}
+
+/* Lines from the log fd, in big reads and without a copy each: a follower has to keep up
+ * with a task that writes as fast as it can (the service drops one that does not) */
+typedef struct {
+  int   fd;
+  char *buf;
+  gsize size;
+  gsize start;       /* of the next line */
+  gsize end;         /* of what was read */
+} LineReader;
+
+static void
+line_reader_clear (LineReader *reader)
+{
+  g_clear_pointer (&reader->buf, g_free);
+  if (reader->fd >= 0)
+    close (reader->fd);
+  reader->fd = -1;
+}
+
+/* the next line, NUL-terminated in place (valid until the next call), or NULL at EOF
+ * or with @error set */
+static char *
+line_reader_next (LineReader *reader,
+                  gsize      *length,
+                  GError    **error)
+{
+  for (;;)
+    {
+      char *newline = reader->end > reader->start
+                      ? memchr (reader->buf + reader->start, '\n', reader->end - reader->start)
+                      : NULL;
+      char *line;
+      gssize n;
+
+      if (newline != NULL)
+        {
+          line = reader->buf + reader->start;
+          *newline = '\0';
+          *length = (gsize) (newline - line);
+          reader->start = (gsize) (newline - reader->buf) + 1;
+          return line;
+        }
+      if (reader->start > 0)
+        {
+          memmove (reader->buf, reader->buf + reader->start, reader->end - reader->start);
+          reader->end -= reader->start;
+          reader->start = 0;
+        }
+      if (reader->end + 1 >= reader->size)
+        {
+          reader->size *= 2;
+          reader->buf = g_realloc (reader->buf, reader->size);
+        }
+      n = read (reader->fd, reader->buf + reader->end, reader->size - reader->end - 1);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int saved_errno = errno;
+
+          g_set_error_literal (error, G_IO_ERROR, g_io_error_from_errno (saved_errno),
+                               g_strerror (saved_errno));
+          return NULL;
+        }
+      if (n == 0)
+        {
+          if (reader->end == 0)
+            return NULL;
+          /* a last line without its newline */
+          reader->buf[reader->end] = '\0';
+          *length = reader->end;
+          reader->start = reader->end = 0;
+          return reader->buf;
+        }
+      reader->end += (gsize) n;
+    }
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (LineReader, line_reader_clear)
+
+/* nothing read is left to print: the time to flush */
+static gboolean
+line_reader_is_empty (const LineReader *reader)
+{
+  return reader->start == reader->end;
 }
 
 static void
@@ -83,11 +171,11 @@ ctl_cmd_logs (Ctl   *ctl,
   g_autoptr(GUnixFDList) fds = NULL;
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GInputStream) raw = NULL;
-  g_autoptr(GDataInputStream) input = NULL;
+  g_auto(LineReader) input = { .fd = -1 };
   g_autoptr(JsonBuilder) document = NULL;
   gint32 handle;
   int fd;
+  gboolean fell_behind = FALSE;
   int exit_code = CTL_EXIT_OK;
   gboolean escape_stdout = isatty (STDOUT_FILENO);
   gboolean escape_stderr = isatty (STDERR_FILENO);
@@ -121,9 +209,9 @@ ctl_cmd_logs (Ctl   *ctl,
       g_printerr (_("%s: the service sent no log for %s\n"), g_get_prgname (), name);
       return CTL_EXIT_FAILURE;
     }
-  raw = g_unix_input_stream_new (fd, TRUE);
-  input = g_data_input_stream_new (raw);
-  g_data_input_stream_set_newline_type (input, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  input.fd = fd;
+  input.size = 256 * 1024;
+  input.buf = g_malloc (input.size);
 
   if (ctl->json && !follow)
     {
@@ -138,15 +226,21 @@ ctl_cmd_logs (Ctl   *ctl,
     }
   for (;;)
     {
-      g_autofree char *line = NULL;
+      char *line;
       const char *time, *stream, *text;
       gsize length;
 
-      line = g_data_input_stream_read_line (input, &length, NULL, &error);
+      line = line_reader_next (&input, &length, &error);
       if (line == NULL)
         break;
       if (!split_log_line (line, &time, &stream, &text))
         continue;
+      /* the service's last line to a reader that did not keep up (then EOF) */
+      if (g_str_equal (stream, "shimwatch"))
+        {
+          fell_behind = fell_behind || g_str_equal (text, "fell-behind");
+          continue;
+        }
       if (document != NULL)
         add_line_json (document, time, stream, text);
       else if (ctl->json)
@@ -174,11 +268,14 @@ ctl_cmd_logs (Ctl   *ctl,
               text = escaped;
               text_length = strlen (escaped);
             }
+          if (follow && out == stderr)
+            fflush (stdout);
           if (timestamps)
             fprintf (out, "%s ", time);
           fwrite (text, 1, text_length, out);
-          fputc ('\n', out);
-          if (follow)
+          putc ('\n', out);
+          /* once nothing more is at hand: a write per line would not keep up */
+          if (follow && line_reader_is_empty (&input))
             fflush (out);
         }
     }
@@ -186,6 +283,13 @@ ctl_cmd_logs (Ctl   *ctl,
     {
       g_printerr (_("%s: cannot read the output of %s: %s\n"), g_get_prgname (), name,
                   error->message);
+      return CTL_EXIT_FAILURE;
+    }
+  if (fell_behind)
+    {
+      fflush (stdout);
+      g_printerr (_("%s: stopped following %s: its output came faster than it was read, "
+                    "and the service dropped this reader\n"), g_get_prgname (), name);
       return CTL_EXIT_FAILURE;
     }
   if (document != NULL)

@@ -151,6 +151,13 @@ shimwatch_launcher_prepare_task_dir (ShimwatchLauncher  *self,
     {
       g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_FAILED,
                    "cannot write into task directory %s: %s", task_dir, local_error->message);
+      /* the directory is ours, just made: a half-written one must not hold the name (a
+       * full disk is the usual cause). GLib removed its temporary file itself. */
+      (void) g_unlink (target);
+      (void) g_unlink (binary_path);
+      if (g_rmdir (task_dir) != 0)
+        g_warning ("cannot remove the task directory %s of a failed create: %s", task_dir,
+                   g_strerror (errno));
       return FALSE;
     }
   return TRUE;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
@@ -27,6 +28,9 @@
 #include "shimwatch-task-object.h"
 
 /* -- CreateTask ----------------------------------------------------------------------- */
+
+/* a config.json larger than this leaves enough freed memory behind to hand back */
+#define SHIMWATCH_TRIM_AFTER (256 * 1024)
 
 typedef struct {
   ShimwatchManager      *self;
@@ -58,7 +62,11 @@ static void
 create_data_free (CreateData *data)
 {
   if (data->reserved)
-    g_hash_table_remove (data->self->reserved, data->key);
+    {
+      g_hash_table_remove (data->self->reserved, data->key);
+      /* a failed create's runc may have made its namespace's directory */
+      shimwatch_manager_remove_unused_runc_dir (data->self, data->namespace_);
+    }
   if (data->cgroup_path != NULL)
     {
       shimwatch_manager_release_cgroup (data->self, data->cgroup_path, data->key);
@@ -265,18 +273,127 @@ open_task_log (CreateData  *data,
   return TRUE;
 }
 
-/* process.args of the config.json the task directory now holds (checked when copied) */
-static GStrv
-read_command (const char  *task_dir,
-              GError     **error)
-{
-  g_autofree char *path = g_build_filename (task_dir, "config.json", NULL);
-  g_autofree char *contents = NULL;
-  gsize length;
+/* -- the bundle, read and checked in a thread ------------------------------------------ */
 
-  if (!g_file_get_contents (path, &contents, &length, error))
-    return NULL;
-  return shimwatch_wire_oci_process_args (contents, length, error);
+/* A config.json may be 4 MiB of JSON (SHIMWATCH_BUNDLE_CONFIG_MAX): parsing and checking
+ * it, a few times over, takes long enough to stall everything else on the main loop */
+typedef struct {
+  char            *bundle;
+  ShimwatchCaller *caller;
+  char            *default_cgroup;
+  char            *stdio[3];
+  GStrv            runtime_path;
+  ShimwatchBundle *opened;
+  GStrv            command;
+} OpenData;
+
+static void
+open_data_free (OpenData *open)
+{
+  g_free (open->bundle);
+  shimwatch_caller_free (open->caller);
+  g_free (open->default_cgroup);
+  for (guint i = 0; i < G_N_ELEMENTS (open->stdio); i++)
+    g_free (open->stdio[i]);
+  g_strfreev (open->runtime_path);
+  g_clear_pointer (&open->opened, shimwatch_bundle_free);
+  g_strfreev (open->command);
+  g_free (open);
+}
+
+static void
+open_bundle_thread (GTask        *task,
+                    gpointer      source_object,
+                    gpointer      task_data,
+                    GCancellable *cancellable)
+{
+  OpenData *open = task_data;
+  GError *error = NULL;
+
+  /* the bundle runs as root: its caller must be able to read it themselves, and to
+   * open what the shim will open for the task's stdio */
+  open->opened = shimwatch_bundle_open (open->bundle, open->caller, open->default_cgroup,
+                                        &error);
+  if (open->opened == NULL ||
+      !shimwatch_stdio_check (open->stdio, (const char * const *) open->runtime_path,
+                              open->caller, &error))
+    {
+      g_task_return_error (task, error);
+      return;
+    }
+  /* process.args of the config.json the task directory will hold, bounded */
+  open->command = shimwatch_wire_oci_process_args (g_bytes_get_data (open->opened->config, NULL),
+                                                   g_bytes_get_size (open->opened->config),
+                                                   &error);
+  if (open->command == NULL)
+    {
+      g_task_return_error (task, error);
+      return;
+    }
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+create_bundle_opened_cb (GObject      *source,
+                         GAsyncResult *result,
+                         gpointer      user_data)
+{
+  CreateData *data = user_data;
+  ShimwatchManager *self = data->self;
+  OpenData *open = g_task_get_task_data (G_TASK (result));
+  g_autoptr(GError) error = NULL;
+  g_autofree char *cgroup_path = NULL;
+  const char *other;
+  gsize config_size;
+
+  if (!g_task_propagate_boolean (G_TASK (result), &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  data->opened = g_steal_pointer (&open->opened);
+  data->command = g_steal_pointer (&open->command);
+  config_size = g_bytes_get_size (data->opened->config);
+  /* what parsing a big config.json took (in the thread's arena) goes back to the system */
+  if (config_size > SHIMWATCH_TRIM_AFTER)
+    malloc_trim (0);
+  /* before anything starts: a cgroup of its own, shared with no other task */
+  cgroup_path = shimwatch_cgroup_resolve (self->cgroups, data->opened->cgroups_path, &error);
+  if (cgroup_path == NULL)
+    {
+      g_prefix_error (&error, "bundle %s: ", data->bundle);
+      create_fail (data, error);
+      return;
+    }
+  other = shimwatch_manager_cgroup_user (self, cgroup_path);
+  if (other != NULL)
+    {
+      g_autoptr(GError) taken = NULL;
+
+      taken = g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_ALREADY_EXISTS,
+                           "bundle %s: cgroup %s is already used by task %s (a cgroup holds "
+                           "one task)", data->bundle, cgroup_path, other);
+      create_fail (data, taken);
+      return;
+    }
+  data->cgroup_path = g_steal_pointer (&cgroup_path);
+  shimwatch_cgroup_claims_set (self->cgroup_users, data->cgroup_path, data->key);
+  if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
+                                            data->shim_binary, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  data->dir_prepared = TRUE;
+  /* after the check of the caller's own paths: these FIFOs are the service's */
+  if (!open_task_log (data, &error) ||
+      !shimwatch_stdio_prepare (data->stdio, data->task_dir, &error))
+    {
+      create_fail (data, error);
+      return;
+    }
+  shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
+                                  data->task_dir, create_shim_started_cb, data);
 }
 
 static void
@@ -293,8 +410,6 @@ create_caller_known_cb (GObject      *source,
   g_autoptr(GArray) gids = NULL;
   g_autoptr(ShimwatchCaller) caller = NULL;
   g_autofree char *default_cgroup = NULL;
-  g_autofree char *cgroup_path = NULL;
-  const char *other;
   guint32 caller_uid;
 
   reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
@@ -329,63 +444,24 @@ create_caller_known_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
-  /* the bundle runs as root: its caller must be able to read it themselves, and to
-   * open what the shim will open for the task's stdio */
   default_cgroup = shimwatch_cgroup_task_path (shimwatch_cgroup_host_get_layout (self->cgroups),
                                                shimwatch_cgroup_host_get_own (self->cgroups),
                                                shimwatch_cgroup_host_get_driver (self->cgroups),
                                                data->namespace_, data->id);
-  data->opened = shimwatch_bundle_open (data->bundle, caller, default_cgroup, &error);
-  if (data->opened == NULL ||
-      !shimwatch_stdio_check (data->stdio, (const char * const *) self->config->runtime_path,
-                              caller, &error))
-    {
-      create_fail (data, error);
-      return;
-    }
-  /* before anything starts: a cgroup of its own, shared with no other task */
-  cgroup_path = shimwatch_cgroup_resolve (self->cgroups, data->opened->cgroups_path, &error);
-  if (cgroup_path == NULL)
-    {
-      g_prefix_error (&error, "bundle %s: ", data->bundle);
-      create_fail (data, error);
-      return;
-    }
-  other = shimwatch_manager_cgroup_user (self, cgroup_path);
-  if (other != NULL)
-    {
-      g_autoptr(GError) taken = NULL;
+  {
+    g_autoptr(GTask) task = g_task_new (self, NULL, create_bundle_opened_cb, data);
+    OpenData *open = g_new0 (OpenData, 1);
 
-      taken = g_error_new (SHIMWATCH_ERROR, SHIMWATCH_ERROR_ALREADY_EXISTS,
-                           "bundle %s: cgroup %s is already used by task %s (a cgroup holds "
-                           "one task)", data->bundle, cgroup_path, other);
-      create_fail (data, taken);
-      return;
-    }
-  data->cgroup_path = g_steal_pointer (&cgroup_path);
-  shimwatch_cgroup_claims_set (self->cgroup_users, data->cgroup_path, data->key);
-  if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
-                                            data->shim_binary, &error))
-    {
-      create_fail (data, error);
-      return;
-    }
-  data->dir_prepared = TRUE;
-  /* after the check of the caller's own paths: these FIFOs are the service's */
-  if (!open_task_log (data, &error))
-    {
-      create_fail (data, error);
-      return;
-    }
-  data->command = read_command (data->task_dir, &error);
-  if (data->command == NULL ||
-      !shimwatch_stdio_prepare (data->stdio, data->task_dir, &error))
-    {
-      create_fail (data, error);
-      return;
-    }
-  shimwatch_launcher_start_async (self->launcher, data->shim_binary, data->namespace_, data->id,
-                                  data->task_dir, create_shim_started_cb, data);
+    open->bundle = g_strdup (data->bundle);
+    open->caller = g_steal_pointer (&caller);
+    open->default_cgroup = g_steal_pointer (&default_cgroup);
+    for (guint i = 0; i < G_N_ELEMENTS (open->stdio); i++)
+      open->stdio[i] = g_strdup (data->stdio[i]);
+    open->runtime_path = g_strdupv (self->config->runtime_path);
+    g_task_set_source_tag (task, create_caller_known_cb);
+    g_task_set_task_data (task, open, (GDestroyNotify) open_data_free);
+    g_task_run_in_thread (task, open_bundle_thread);
+  }
 }
 
 static void

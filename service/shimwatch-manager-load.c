@@ -54,6 +54,16 @@ read_task_file (const char *task_dir,
   return contents != NULL ? g_strstrip (contents) : NULL;
 }
 
+static gboolean
+task_file_exists (const char *task_dir,
+                  const char *name)
+{
+  g_autofree char *path = g_build_filename (task_dir, name, NULL);
+  GStatBuf st;
+
+  return g_lstat (path, &st) == 0;
+}
+
 /* the cgroup named in a task directory's config.json (we wrote it there), when it is a
  * valid one that no supervised task uses; NULL otherwise */
 static char *
@@ -128,6 +138,14 @@ shimwatch_manager_start_orphan_cleanup (ShimwatchManager    *self,
       strstr (address, "/..") == NULL)
     request->socket_path = g_strdup (address + strlen ("unix://"));
   request->timeout_ms = timeout_ms;
+  /* A task directory that never got as far as a shim (a create that failed while it was
+   * being written, e.g. on a full disk, by a version that left it behind): the shim's
+   * binary is written before any shim starts, and runc's state before any container.
+   * Without either, and with nothing found running there, there is nothing to delete:
+   * the directory goes as after a delete. */
+  if (!g_file_test (request->runc_state_dir, G_FILE_TEST_EXISTS) && killed == 0 &&
+      address == NULL && !task_file_exists (request->task_dir, "shim-binary-path"))
+    request->deleted = TRUE;
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE,
                       (&(ShimwatchLogTask) { .namespace_ = namespace_, .id = id,
                                              .event = "orphan" }),
@@ -148,6 +166,15 @@ load_done (ShimwatchManager *self)
   g_message ("all recorded tasks are loaded: %u supervised", g_hash_table_size (self->shims));
   /* what earlier runs left: the namespace parents of tasks cleaned up at start-up */
   shimwatch_manager_remove_all_unused_cgroup_parents (self);
+  /* and runc's directories of namespaces without a task */
+  {
+    g_autoptr(GDir) runc = g_dir_open (self->runc_root, 0, NULL);
+    const char *name;
+
+    while (runc != NULL && (name = g_dir_read_name (runc)) != NULL)
+      if (shimwatch_identifier_validate ("namespace", name, NULL))
+        shimwatch_manager_remove_unused_runc_dir (self, name);
+  }
 }
 
 typedef struct {

@@ -74,6 +74,8 @@ void        shimwatch_manager_release_cgroup    (ShimwatchManager     *self,
 void        shimwatch_manager_remove_unused_cgroup_parents (ShimwatchManager *self,
                                                             const char       *namespace_);
 void        shimwatch_manager_remove_all_unused_cgroup_parents (ShimwatchManager *self);
+void        shimwatch_manager_remove_unused_runc_dir (ShimwatchManager *self,
+                                                      const char       *namespace_);
 void        shimwatch_manager_shim_disconnected_cb (ShimwatchShim     *shim,
                                                     ShimwatchManager  *self);
 void        shimwatch_manager_shim_finished_cb  (ShimwatchShim        *shim,

@@ -105,6 +105,22 @@ shimwatch_manager_remove_unused_cgroup_parents (ShimwatchManager *self,
   shimwatch_cgroup_remove_empty_parents (self->cgroups, ns_path, "/");
 }
 
+/* runc's directory of the namespace (under the service's runc root) goes with its last
+ * task: an rmdir, which fails while any task's state is in it. Not while a create is
+ * under way, whose runc may have just made it. */
+void
+shimwatch_manager_remove_unused_runc_dir (ShimwatchManager *self,
+                                          const char       *namespace_)
+{
+  g_autofree char *dir = NULL;
+
+  if (g_hash_table_size (self->reserved) > 0)
+    return;
+  dir = g_build_filename (self->runc_root, namespace_, NULL);
+  if (g_rmdir (dir) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
+    g_debug ("cannot remove %s: %s", dir, g_strerror (errno));
+}
+
 void
 shimwatch_manager_remove_all_unused_cgroup_parents (ShimwatchManager *self)
 {
@@ -210,6 +226,7 @@ shimwatch_manager_shim_finished_cb (ShimwatchShim    *shim,
   g_hash_table_remove (self->shims, key);
   shimwatch_manager_release_cgroup (self, shimwatch_shim_get_cgroup_path (shim), key);
   shimwatch_manager_remove_unused_cgroup_parents (self, shimwatch_shim_get_namespace (shim));
+  shimwatch_manager_remove_unused_runc_dir (self, shimwatch_shim_get_namespace (shim));
   shimwatch_manager_update_shim_count (self);
   if (reaped)
     count_cleanup (self, shimwatch_shim_get_namespace (shim), shimwatch_shim_get_id (shim),
@@ -454,6 +471,7 @@ orphan_cleanup_done_cb (GObject      *source,
   shimwatch_manager_remove_unused_cgroup_parents (data->self, data->namespace_);
   if (outcome->delete_timed_out)
     shimwatch_metrics_count_cleanup_timeout (data->self->metrics);
+  shimwatch_manager_remove_unused_runc_dir (data->self, data->namespace_);
   count_cleanup (data->self, data->namespace_, data->id,
                  outcome->delete_ok ? outcome->deleted.exit_status : 255,
                  outcome->delete_ok ? NULL : outcome->delete_error);

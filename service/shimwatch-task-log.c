@@ -23,6 +23,11 @@
 #define DRAIN_BUDGET    (256 * 1024)      /* per wake-up and stream: others get their turn */
 #define FINISH_BUDGET   (4 * 1024 * 1024) /* what a deleted task left in its FIFOs */
 #define FIFO_SIZE       (1024 * 1024)     /* room for bursts while the main loop is busy */
+#define READER_PIPE_SIZE (1024 * 1024)    /* best effort: a reader's pipe */
+#define READER_END_TIMEOUT_S 10           /* a dropped reader that does not read its marker */
+#define READER_CHUNK    (256 * 1024)      /* read from the files for a follower at once */
+#define HOLD_MAX_MS     200               /* a follower that reads nothing for longer is not
+                                           * waited for (see log_hold) */
 
 typedef struct {
   const char *name;          /* "stdout", "stderr" */
@@ -48,6 +53,9 @@ struct _ShimwatchTaskLog
   GString               *batch;         /* formatted lines not yet written */
   gboolean               write_failed;  /* logged once until a write succeeds again */
   GList                 *readers;       /* following readers (Reader *) */
+  guint64                rotations;     /* of the files, since the log was opened */
+  gboolean               held;          /* draining waits for a follower (see log_hold) */
+  guint                  hold_timer;
   gboolean               done;
   gint64                 writers_gone_at;   /* 0: not known */
 };
@@ -61,7 +69,10 @@ enum {
 static guint signals[N_SIGNALS];
 
 static void flush_batch (ShimwatchTaskLog *self);
-static void reader_push (Reader *reader, const char *data, gsize len);
+static void reader_wake (Reader *reader);
+static void log_update_hold (ShimwatchTaskLog *self);
+static void log_release     (ShimwatchTaskLog *self);
+static void reader_check_rotated (Reader *reader);
 static void reader_end  (Reader *reader);
 
 #define log_task(self, level, ...) \
@@ -216,6 +227,21 @@ rotate (ShimwatchTaskLog *self)
       if (rename (from, to) != 0 && errno != ENOENT)
         log_task (self, G_LOG_LEVEL_WARNING, "cannot rotate %s: %s", from, g_strerror (errno));
     }
+  /* a new file, never the old one truncated: a follower may still read that */
+  if (self->limits.max_files == 1)
+    {
+      g_autofree char *path = file_path (self, 0);
+
+      (void) g_unlink (path);
+    }
+  self->rotations++;
+  for (GList *l = self->readers; l != NULL; )
+    {
+      GList *next = l->next;
+
+      reader_check_rotated (l->data);
+      l = next;
+    }
   if (!open_output (self, TRUE, &error))
     log_task (self, G_LOG_LEVEL_WARNING, "%s; output is not kept until the next rotation",
               error->message);
@@ -247,14 +273,16 @@ flush_batch (ShimwatchTaskLog *self)
   if (self->batch->len == 0)
     return;
   write_output (self, self->batch->str, self->batch->len);
+  g_string_truncate (self->batch, 0);
+  /* followers read the lines from the file */
   for (GList *l = self->readers; l != NULL; )
     {
-      GList *next = l->next;      /* a reader that falls behind goes away here */
+      GList *next = l->next;      /* a reader that went away goes here */
 
-      reader_push (l->data, self->batch->str, self->batch->len);
+      reader_wake (l->data);
       l = next;
     }
-  g_string_truncate (self->batch, 0);
+  log_update_hold (self);
 }
 
 static void
@@ -486,13 +514,18 @@ shimwatch_task_log_new (const char                    *namespace_,
 {
   g_autoptr(ShimwatchTaskLog) self = task_log_new (namespace_, id, log_dir, limits, TRUE, error);
 
+  /* a failed create leaves nothing: the log directory is new (an earlier task's was put
+   * aside), so it goes with what was made in it */
   if (self == NULL)
-    return NULL;
+    {
+      (void) shimwatch_task_log_remove_dir (log_dir, NULL);
+      return NULL;
+    }
   for (guint i = 0; i < G_N_ELEMENTS (self->streams); i++)
     if ((streams & (1u << i)) != 0 &&
         !open_stream (self, &self->streams[i], task_dir, TRUE, error))
       {
-        shimwatch_task_log_detach (self);
+        shimwatch_task_log_discard (self);
         return NULL;
       }
   return g_steal_pointer (&self);
@@ -799,9 +832,15 @@ shimwatch_task_log_read_finish (ShimwatchTaskLog  *self,
 
 /* -- readers (OpenLog) ---------------------------------------------------------------- */
 
+/* A reader gets its backlog (read in a thread) from `pending`. A follower then reads the
+ * log files themselves from where the backlog ended, as `tail -f` does: whatever it
+ * does not read yet waits on disk, not in the service's memory, and it falls behind only
+ * when the rotation dropped the file it was still reading (it is further behind than the
+ * log keeps). Lines written while its backlog is read are in the files too. */
 struct _Reader
 {
   ShimwatchTaskLog *log;        /* NULL once the log let go of it */
+  ShimwatchTaskLog *source;     /* a follower's log, whose files it reads (owned) */
   char             *namespace_;
   char             *id;
   int               fd;         /* the pipe's write end, non-blocking */
@@ -809,11 +848,17 @@ struct _Reader
   GIOCondition      watching;
   GByteArray       *pending;
   gsize             sent;       /* of pending */
-  gsize             cap;        /* unsent bytes beyond which the reader is dropped */
-  gboolean          loading;    /* the backlog is being read; new lines wait in pending */
-  gboolean          ending;     /* close once everything pending is written */
+  int               file_fd;    /* a follower's log file, read up to offset */
+  guint64           file_rotation;  /* the log's rotations when that file was output.log */
+  guint64           offset;
+  gboolean          mid_line;   /* what it was sent so far ends within a line */
+  gboolean          not_waited_for;   /* read nothing while held for: see log_hold */
+  gint64            progress_at;      /* monotonic: when it last took something */
+  gboolean          loading;    /* the backlog is being read */
+  gboolean          ending;     /* close once everything is written */
   gboolean          dead;       /* freed while its backlog was read: freed when it comes */
-  gboolean          follow;     /* gets new lines too */
+  gboolean          follow;     /* reads the files after its backlog */
+  guint             end_timeout;  /* a dropped reader's last chance to take its marker */
 };
 
 static void
@@ -823,6 +868,7 @@ reader_free (Reader *reader)
     reader->log->readers = g_list_remove (reader->log->readers, reader);
   reader->log = NULL;
   g_clear_handle_id (&reader->watch, g_source_remove);
+  g_clear_handle_id (&reader->end_timeout, g_source_remove);
   if (reader->fd >= 0)
     g_close (reader->fd, NULL);
   reader->fd = -1;
@@ -831,6 +877,11 @@ reader_free (Reader *reader)
       reader->dead = TRUE;      /* backlog_read_cb() has it */
       return;
     }
+  if (reader->file_fd >= 0)
+    g_close (reader->file_fd, NULL);
+  if (reader->source != NULL && reader->source->held)
+    log_update_hold (reader->source);
+  g_clear_object (&reader->source);
   g_byte_array_unref (reader->pending);
   g_free (reader->namespace_);
   g_free (reader->id);
@@ -840,12 +891,13 @@ reader_free (Reader *reader)
 static gboolean reader_io_cb (int fd, GIOCondition condition, gpointer user_data);
 
 static void
-reader_watch (Reader *reader)
+reader_watch (Reader  *reader,
+              gboolean blocked)
 {
   /* G_IO_ERR alone tells that the other end was closed */
   GIOCondition wanted = G_IO_ERR;
 
-  if (!reader->loading && reader->pending->len > reader->sent)
+  if (blocked)
     wanted |= G_IO_OUT;
   if (reader->watch != 0 && wanted == reader->watching)
     return;
@@ -854,44 +906,178 @@ reader_watch (Reader *reader)
   reader->watch = g_unix_fd_add (reader->fd, wanted, reader_io_cb, reader);
 }
 
-/* FALSE if the reader is gone */
+static gboolean
+reader_end_timeout_cb (gpointer user_data)
+{
+  Reader *reader = user_data;
+
+  reader->end_timeout = 0;
+  reader_free (reader);
+  return G_SOURCE_REMOVE;
+}
+
+/* The rotation dropped the file the follower was still reading: it gets no more lines.
+ * It gets the end of the line it was sent in part, then a last line that tells it why
+ * (SHIMWATCH_TASK_LOG_FELL_BEHIND), then EOF. One that does not read that either is
+ * closed after READER_END_TIMEOUT_S. */
+static void
+reader_fell_behind (Reader *reader)
+{
+  char stamp[TIME_LEN + 1];
+  gsize keep = reader->sent;
+  gboolean cut = reader->mid_line;
+
+  /* the reader's problem, not the service's: a notice */
+  log_task (reader, G_LOG_LEVEL_MESSAGE,
+            "an OpenLog reader fell behind by more than the log keeps (%u files) and was "
+            "disconnected", reader->source->limits.max_files);
+  if (reader->log != NULL)
+    reader->log->readers = g_list_remove (reader->log->readers, reader);
+  reader->log = NULL;
+  reader->follow = FALSE;
+  /* the line it was sent in part: its rest is in pending, or after it in its file */
+  if (cut)
+    {
+      const guint8 *newline = keep < reader->pending->len
+                              ? memchr (reader->pending->data + keep, '\n',
+                                        reader->pending->len - keep)
+                              : NULL;
+
+      keep = newline != NULL ? (gsize) (newline - reader->pending->data) + 1
+                             : reader->pending->len;
+      cut = newline == NULL;
+    }
+  g_byte_array_set_size (reader->pending, (guint) keep);
+  /* pending ends where its file is read up to (its fd reads it even once the rotation
+   * removed it) */
+  if (cut && reader->file_fd >= 0)
+    {
+      char rest[SHIMWATCH_TASK_LOG_MAX_LINE + 64];
+      gssize n = pread (reader->file_fd, rest, sizeof rest, (off_t) reader->offset);
+      const char *newline = n > 0 ? memchr (rest, '\n', (gsize) n) : NULL;
+
+      if (newline != NULL)
+        {
+          g_byte_array_append (reader->pending, (const guint8 *) rest,
+                               (guint) (newline - rest + 1));
+          cut = FALSE;
+        }
+    }
+  if (cut)
+    g_byte_array_append (reader->pending, (const guint8 *) "\n", 1);
+  shimwatch_task_log_format_time (g_get_real_time (), stamp);
+  g_byte_array_append (reader->pending, (const guint8 *) stamp, TIME_LEN);
+  g_byte_array_append (reader->pending,
+                       (const guint8 *) " " SHIMWATCH_TASK_LOG_FELL_BEHIND "\n",
+                       strlen (" " SHIMWATCH_TASK_LOG_FELL_BEHIND "\n"));
+  reader->ending = TRUE;
+  if (reader->end_timeout == 0)
+    reader->end_timeout = g_timeout_add_seconds (READER_END_TIMEOUT_S, reader_end_timeout_cb,
+                                                 reader);
+}
+
+/* the follower's file is behind the current one by as many rotations as the log keeps
+ * files: it was removed */
+static gboolean
+reader_file_dropped (Reader *reader)
+{
+  return reader->source->rotations - reader->file_rotation >= reader->source->limits.max_files;
+}
+
+/* The next bytes of the files into pending. FALSE when there are none yet: caught up. */
+static gboolean
+reader_read_file (Reader *reader)
+{
+  ShimwatchTaskLog *log = reader->source;
+
+  for (;;)
+    {
+      gsize start = reader->pending->len;
+      gssize n;
+
+      if (reader_file_dropped (reader))
+        {
+          reader_fell_behind (reader);
+          return TRUE;
+        }
+      if (reader->file_fd >= 0)
+        {
+          g_byte_array_set_size (reader->pending, (guint) (start + READER_CHUNK));
+          do
+            n = pread (reader->file_fd, reader->pending->data + start, READER_CHUNK,
+                       (off_t) reader->offset);
+          while (n < 0 && errno == EINTR);
+          g_byte_array_set_size (reader->pending, (guint) (start + MAX (n, 0)));
+          if (n > 0)
+            {
+              reader->offset += (guint64) n;
+              return TRUE;
+            }
+        }
+      /* at the end of its file: the next one, once that was rotated */
+      if (reader->file_rotation >= log->rotations)
+        return FALSE;
+      {
+        g_autofree char *path =
+          file_path (log, (guint) (log->rotations - reader->file_rotation - 1));
+
+        if (reader->file_fd >= 0)
+          g_close (reader->file_fd, NULL);
+        reader->file_rotation++;
+        reader->offset = 0;
+        reader->file_fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      }
+    }
+}
+
+/* writes what it can; FALSE if the reader is gone */
 static gboolean
 reader_write (Reader *reader)
 {
-  while (reader->sent < reader->pending->len)
+  for (;;)
     {
-      gssize n = write (reader->fd, reader->pending->data + reader->sent,
-                        reader->pending->len - reader->sent);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && errno == EAGAIN)
-        break;
-      if (n <= 0)
+      while (reader->sent < reader->pending->len)
         {
-          g_debug ("%s/%s: a log reader went away: %s", reader->namespace_, reader->id,
-                   g_strerror (errno));
-          reader_free (reader);
-          return FALSE;
+          gssize n = write (reader->fd, reader->pending->data + reader->sent,
+                            reader->pending->len - reader->sent);
+
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n < 0 && errno == EAGAIN)
+            {
+              /* compact now and then: pending holds at most a backlog and a chunk */
+              if (reader->sent > 65536 && reader->sent > reader->pending->len / 2)
+                {
+                  g_byte_array_remove_range (reader->pending, 0, (guint) reader->sent);
+                  reader->sent = 0;
+                }
+              reader_watch (reader, TRUE);
+              return TRUE;
+            }
+          if (n <= 0)
+            {
+              g_debug ("%s/%s: a log reader went away: %s", reader->namespace_, reader->id,
+                       g_strerror (errno));
+              reader_free (reader);
+              return FALSE;
+            }
+          reader->sent += (gsize) n;
+          reader->progress_at = g_get_monotonic_time ();
+          reader->mid_line = reader->pending->data[reader->sent - 1] != '\n';
         }
-      reader->sent += (gsize) n;
-    }
-  if (reader->sent == reader->pending->len)
-    {
       g_byte_array_set_size (reader->pending, 0);
       reader->sent = 0;
-      if (reader->ending)
-        {
-          reader_free (reader);
-          return FALSE;
-        }
+      if (!reader->follow || !reader_read_file (reader))
+        break;
     }
-  else if (reader->sent > 65536 && reader->sent > reader->pending->len / 2)
+  if (reader->source != NULL && reader->source->held)
+    log_update_hold (reader->source);
+  if (reader->ending)
     {
-      g_byte_array_remove_range (reader->pending, 0, (guint) reader->sent);
-      reader->sent = 0;
+      reader_free (reader);
+      return FALSE;
     }
-  reader_watch (reader);
+  reader_watch (reader, FALSE);
   return TRUE;
 }
 
@@ -913,28 +1099,140 @@ reader_io_cb (int          fd,
   return G_SOURCE_CONTINUE;
 }
 
+/* new lines are in the files: a follower that is not waiting for its pipe takes them */
 static void
-reader_push (Reader     *reader,
-             const char *data,
-             gsize       len)
+reader_wake (Reader *reader)
 {
-  if (!reader->follow)
-    return;               /* the backlog is all it gets */
-  if (reader->pending->len - reader->sent + len > reader->cap)
-    {
-      /* the reader's problem, not the service's: a notice */
-      log_task (reader, G_LOG_LEVEL_MESSAGE,
-                "an OpenLog reader fell more than %u bytes behind and was disconnected",
-                (guint) reader->cap);
-      reader_free (reader);
-      return;
-    }
-  g_byte_array_append (reader->pending, (const guint8 *) data, (guint) len);
-  if (!reader->loading)
+  if (!reader->loading && (reader->watching & G_IO_OUT) == 0)
     reader_write (reader);
 }
 
-/* the log is done with it: it ends once what it has is written */
+/* the files rotated: a follower still reading the file that was dropped has fallen
+ * behind (its fd still reads it: it gets its marker at its next write) */
+static void
+reader_check_rotated (Reader *reader)
+{
+  if (reader->follow && reader_file_dropped (reader))
+    {
+      reader_fell_behind (reader);
+      if (!reader->loading)
+        reader_write (reader);
+    }
+}
+
+/* how far behind the end of the log a follower is, in bytes (rotated files counted as
+ * full) */
+static guint64
+reader_lag (Reader *reader)
+{
+  ShimwatchTaskLog *log = reader->source;
+  guint64 end = (log->rotations - reader->file_rotation) * log->limits.max_file_size +
+                log->out_size;
+
+  return (end > reader->offset ? end - reader->offset : 0) +
+         (reader->pending->len - reader->sent);
+}
+
+static gboolean hold_timeout_cb (gpointer user_data);
+
+static void
+set_draining (ShimwatchTaskLog *self,
+              gboolean          draining)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (self->streams); i++)
+    if (self->streams[i].watch != NULL)
+      (void) shimwatch_poller_watch_set_events (self->streams[i].watch,
+                                                draining ? SHIMWATCH_POLLER_IN : 0, NULL);
+}
+
+/* A follower more than half the log behind (a reader descheduled for a moment while the
+ * task writes as fast as it can) holds the draining of the task's FIFOs until it is back
+ * within a quarter, for as long as it reads: it is not dropped for a hiccup, and one that
+ * reads keeps up, at its own pace. One that reads nothing for HOLD_MAX_MS is no longer
+ * waited for, until it is back within a quarter: it falls behind and is dropped once it
+ * is further behind than the log keeps. */
+static void
+log_hold (ShimwatchTaskLog *self)
+{
+  if (self->held || self->done)
+    return;
+  self->held = TRUE;
+  /* each has HOLD_MAX_MS from now to read */
+  for (GList *l = self->readers; l != NULL; l = l->next)
+    ((Reader *) l->data)->progress_at = g_get_monotonic_time ();
+  set_draining (self, FALSE);
+  self->hold_timer = g_timeout_add (HOLD_MAX_MS, hold_timeout_cb, self);
+}
+
+static void
+log_release (ShimwatchTaskLog *self)
+{
+  if (!self->held)
+    return;
+  self->held = FALSE;
+  g_clear_handle_id (&self->hold_timer, g_source_remove);
+  set_draining (self, TRUE);
+}
+
+static void
+log_update_hold (ShimwatchTaskLog *self)
+{
+  guint64 keeps = self->limits.max_file_size * self->limits.max_files;
+  guint64 worst = 0;
+
+  for (GList *l = self->readers; l != NULL; l = l->next)
+    {
+      Reader *reader = l->data;
+      guint64 lag;
+
+      if (!reader->follow)
+        continue;
+      lag = reader_lag (reader);
+      if (lag < keeps / 4)
+        reader->not_waited_for = FALSE;
+      else if (!reader->not_waited_for)
+        worst = MAX (worst, lag);
+    }
+  if (worst > keeps / 2)
+    log_hold (self);
+  else if (worst < keeps / 4)
+    log_release (self);
+}
+
+static gboolean
+hold_timeout_cb (gpointer user_data)
+{
+  ShimwatchTaskLog *self = user_data;
+  gint64 now = g_get_monotonic_time ();
+  guint64 keeps = self->limits.max_file_size * self->limits.max_files;
+  gint64 next_ms = G_MAXINT64;
+
+  self->hold_timer = 0;
+  for (GList *l = self->readers; l != NULL; l = l->next)
+    {
+      Reader *reader = l->data;
+      gint64 idle_ms = (now - reader->progress_at) / 1000;
+
+      if (!reader->follow || reader->not_waited_for || reader_lag (reader) < keeps / 4)
+        continue;
+      if (idle_ms < HOLD_MAX_MS)
+        {
+          next_ms = MIN (next_ms, HOLD_MAX_MS - idle_ms);
+          continue;
+        }
+      reader->not_waited_for = TRUE;
+      log_task (reader, G_LOG_LEVEL_INFO, "an OpenLog reader read nothing for %u ms; its "
+                "task's output no longer waits for it", HOLD_MAX_MS);
+    }
+  /* one that reads is still waited for */
+  if (next_ms != G_MAXINT64)
+    self->hold_timer = g_timeout_add ((guint) MAX (next_ms, 1), hold_timeout_cb, self);
+  else
+    log_release (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* the log is done with it: it ends once it has everything */
 static void
 reader_end (Reader *reader)
 {
@@ -959,10 +1257,9 @@ backlog_read_cb (GObject      *source,
       reader_free (reader);
       return;
     }
-  /* the backlog goes before whatever came meanwhile */
+  /* the backlog goes before the marker, if it fell behind meanwhile */
   if (len > 0)
     g_byte_array_prepend (reader->pending, g_bytes_get_data (backlog, NULL), (guint) len);
-  reader->cap = len + SHIMWATCH_TASK_LOG_READER_BUFFER;
   reader_write (reader);
 }
 
@@ -979,12 +1276,13 @@ shimwatch_task_log_open_reader (ShimwatchTaskLog  *self,
 
   g_return_val_if_fail (SHIMWATCH_IS_TASK_LOG (self), -1);
 
-  /* each holds a pipe and up to its backlog plus its buffer in memory */
+  /* each holds a pipe, its backlog in memory and a file */
   if (g_list_length (self->readers) >= SHIMWATCH_TASK_LOG_MAX_READERS)
     {
       g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BUSY,
-                   "the log of task %s/%s has %u readers already; try again when one is "
-                   "done", self->namespace_, self->id, SHIMWATCH_TASK_LOG_MAX_READERS);
+                   "the log of task %s/%s has %u readers already, the limit of readers "
+                   "per task; try again when one is done", self->namespace_, self->id,
+                   SHIMWATCH_TASK_LOG_MAX_READERS);
       return -1;
     }
   if (!g_unix_open_pipe (fds, FD_CLOEXEC, error))
@@ -995,28 +1293,41 @@ shimwatch_task_log_open_reader (ShimwatchTaskLog  *self,
       g_close (fds[1], NULL);
       return -1;
     }
-  (void) fcntl (fds[1], F_SETPIPE_SZ, 256 * 1024);
+  (void) fcntl (fds[1], F_SETPIPE_SZ, READER_PIPE_SIZE);
   reader = g_new0 (Reader, 1);
   reader->namespace_ = g_strdup (self->namespace_);
   reader->id = g_strdup (self->id);
   reader->fd = fds[1];
+  reader->file_fd = -1;
   reader->pending = g_byte_array_new ();
-  reader->cap = SHIMWATCH_TASK_LOG_READER_BUFFER;
   reader->loading = TRUE;
   /* without follow, or after the task is gone, the backlog is all there is */
   reader->ending = !follow || self->done;
   reader->follow = !reader->ending;
+  task = g_task_new (self, NULL, backlog_read_cb, reader);
+  g_task_set_source_tag (task, shimwatch_task_log_open_reader);
+  /* (flushes what is batched: the files hold every line so far) */
+  g_task_set_task_data (task, take_snapshot (self, tail, since, FALSE),
+                        (GDestroyNotify) snapshot_free);
+  if (reader->follow)
+    {
+      g_autofree char *path = file_path (self, 0);
+      struct stat st;
+
+      /* where the backlog ends: the end of the current file as it is now */
+      reader->source = g_object_ref (self);
+      reader->file_rotation = self->rotations;
+      reader->file_fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (reader->file_fd >= 0 && fstat (reader->file_fd, &st) == 0)
+        reader->offset = (guint64) st.st_size;
+    }
+  /* it counts until it has written what it has (without follow too) */
   if (!self->done)
     {
       reader->log = self;
       self->readers = g_list_prepend (self->readers, reader);
     }
-  reader_watch (reader);
-
-  task = g_task_new (self, NULL, backlog_read_cb, reader);
-  g_task_set_source_tag (task, shimwatch_task_log_open_reader);
-  g_task_set_task_data (task, take_snapshot (self, tail, since, FALSE),
-                        (GDestroyNotify) snapshot_free);
+  reader_watch (reader, FALSE);
   g_task_run_in_thread (task, read_thread);
   return fds[0];
 }
@@ -1066,6 +1377,8 @@ stop (ShimwatchTaskLog *self,
       close_stream (self, stream);
     }
   flush_batch (self);
+  g_clear_handle_id (&self->hold_timer, g_source_remove);
+  self->held = FALSE;
   if (self->out_fd >= 0)
     g_close (self->out_fd, NULL);
   self->out_fd = -1;

@@ -3,16 +3,19 @@
  * ShimwatchTaskLog: a task's output. The service makes the task's stdout/stderr FIFOs in
  * its task directory, hands them to the shim, and drains them on the main loop whether
  * or not anybody reads (non-blocking reads, a bounded amount per wake-up), so output
- * never blocks the task. Each line goes, with its time and stream, into a size-capped,
+ * never blocks the task for long (a follower that reads may hold it, below). Each line goes, with its time and stream, into a size-capped,
  * rotated file under the state directory:
  *
  *   <RFC 3339 time, UTC, microseconds> <stdout|stderr> <text>\n
  *
  * which is also what OpenLog readers get. Lines longer than SHIMWATCH_TASK_LOG_MAX_LINE
  * bytes are split. ReadLog and OpenLog read the files in a worker thread from a snapshot
- * taken on the main loop; a following reader then gets new lines as they are written,
- * through a pipe of its own with a bounded buffer (SHIMWATCH_TASK_LOG_READER_BUFFER bytes
- * beyond its backlog): a reader that falls further behind is disconnected (EOF).
+ * taken on the main loop; a following reader then reads the files themselves from where
+ * its backlog ended, as `tail -f` does, through a pipe of its own. While it is more than
+ * half the log behind and reads, the draining of the FIFOs waits for it; one that reads
+ * nothing for 200 ms is not waited for, and once it is further behind than the log keeps
+ * (the rotation dropped the file it was reading) it gets one last line,
+ * "<time> SHIMWATCH_TASK_LOG_FELL_BEHIND", and EOF.
  */
 #pragma once
 
@@ -21,7 +24,8 @@
 G_BEGIN_DECLS
 
 #define SHIMWATCH_TASK_LOG_MAX_LINE       16384
-#define SHIMWATCH_TASK_LOG_READER_BUFFER  (1024 * 1024)
+/* the stream and text of the last line a reader that fell behind gets */
+#define SHIMWATCH_TASK_LOG_FELL_BEHIND    "shimwatch fell-behind"
 /* OpenLog readers of one task at once (following or still being written): Busy beyond */
 #define SHIMWATCH_TASK_LOG_MAX_READERS    16
 /* ReadLog answers at most this much text (the newest lines); OpenLog has no such limit */

@@ -227,6 +227,10 @@ shimwatch_wire_oci_process_args (const char  *contents,
   g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
   JsonNode *node;
   JsonArray *array;
+  gsize bytes = 0;
+  guint kept = 0;
+  guint n_cut = 0;
+  gboolean cut_one = FALSE;
 
   if (!load_oci_config (parser, contents, length, error))
     return NULL;
@@ -256,9 +260,36 @@ shimwatch_wire_oci_process_args (const char  *contents,
                                    "config.json's \"process.args\" holds a non-string");
               return NULL;
             }
-          g_ptr_array_add (args, g_strdup (json_node_get_string (arg)));
+          if (kept < SHIMWATCH_COMMAND_MAX_ARGS && bytes < SHIMWATCH_COMMAND_MAX_BYTES)
+            {
+              const char *text = json_node_get_string (arg);
+              gsize len = strlen (text);
+              gsize room = SHIMWATCH_COMMAND_MAX_BYTES - bytes;
+
+              if (len + 1 > room)
+                {
+                  /* the argument that does not fit: what fits of it, whole characters */
+                  gsize keep = room > sizeof "…" ? room - sizeof "…" : 0;
+
+                  while (keep > 0 && ((guchar) text[keep] & 0xc0) == 0x80)
+                    keep--;
+                  g_ptr_array_add (args, g_strdup_printf ("%.*s…", (int) keep, text));
+                  bytes = SHIMWATCH_COMMAND_MAX_BYTES;
+                  cut_one = TRUE;
+                }
+              else
+                {
+                  g_ptr_array_add (args, g_strdup (text));
+                  bytes += len + 1;
+                }
+              kept++;
+            }
+          else
+            n_cut++;
         }
     }
+  if (n_cut > 0 || cut_one)
+    g_ptr_array_add (args, g_strdup_printf (SHIMWATCH_COMMAND_CUT_FORMAT, n_cut));
   g_ptr_array_add (args, NULL);
   return (GStrv) g_ptr_array_steal (args, NULL);
 }

@@ -138,7 +138,16 @@ char   *shimwatch_wire_oci_config_root_path (const char  *contents,
                                              gsize        length,
                                              GError     **error);
 
-/* process.args of an OCI config.json (NULL-terminated, maybe empty) */
+/* What a task's record and its Command property keep of process.args: the first
+ * arguments, up to SHIMWATCH_COMMAND_MAX_ARGS of them and SHIMWATCH_COMMAND_MAX_BYTES
+ * (each argument counted with a terminating NUL). An argument that does not fit whole is
+ * cut to what fits and ends with "…"; when anything was cut, one more, last element
+ * says so: "[cut: N more arguments]" (N may be 0 when only an argument was shortened). */
+#define SHIMWATCH_COMMAND_MAX_ARGS   1024
+#define SHIMWATCH_COMMAND_MAX_BYTES  65536
+#define SHIMWATCH_COMMAND_CUT_FORMAT "[cut: %u more arguments]"
+
+/* process.args of an OCI config.json (NULL-terminated, maybe empty), bounded as above */
 GStrv   shimwatch_wire_oci_process_args (const char  *contents,
                                          gsize        length,
                                          GError     **error);

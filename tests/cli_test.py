@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -892,6 +893,105 @@ class NewCommandTests(CliTestCase):
         proc = self.ctl("help", "nope")
         self.assertEqual(proc.returncode, 2)
         self.assertIn("unknown command “nope”", proc.stderr)
+
+
+class BusyTests(CliTestCase):
+    def test_busy_names_the_limit(self):
+        """A limit that is hit is named, with its value (issue 29: 'the service is busy')."""
+        path = self.create_task("default", "watched")
+        fds = []
+        self.addCleanup(lambda: [os.close(fd) for fd in fds])
+        for _ in range(16):
+            reply, fd_list = self.bus.call_with_unix_fd_list_sync(
+                BUS_NAME, path, SHIM, "OpenLog",
+                GLib.Variant("(a{sv})", ({"follow": GLib.Variant("b", True)},)),
+                GLib.VariantType("(h)"), it.Gio.DBusCallFlags.NONE, 30000, None, None)
+            fds.append(fd_list.get(reply.unpack()[0]))
+        proc = self.ctl("logs", "-f", "watched")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("16 readers already, the limit of readers per task", proc.stderr)
+        self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "watched", {}))
+
+
+class FloodTests(CliTestCase):
+    """`logs -f` on a task that writes as fast as it can (issue 29): the follower keeps up
+    for as long as the task runs; one that does not read is dropped and told so."""
+
+    LINE = "y" * 200
+
+    def tearDown(self):
+        try:
+            if self.daemon is not None and self.daemon.poll() is None:
+                for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
+                    self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                              (self.prop(path, "Namespace"), self.prop(path, "Id"), {}))
+        except GLib.Error:
+            pass
+        finally:
+            super().tearDown()
+
+    def start_flood(self):
+        bundle = self.make_bundle("flood", ["busybox", "yes", self.LINE])
+        return self.create_task("default", "flood", bundle)
+
+    def follower(self, *args):
+        proc = subprocess.Popen([SHIMWATCHCTL, "logs", "-f"] + list(args) + ["flood"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=dict(os.environ, LC_ALL="C.UTF-8"))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        return proc
+
+    def test_follow_keeps_up_with_a_flood(self):
+        path = self.start_flood()
+        proc = self.follower("-N", "10")
+        fd = proc.stdout.fileno()
+        line = self.LINE.encode() + b"\n"
+        left = b""
+        total = 0
+        per_second = []
+        start = time.monotonic()
+        while time.monotonic() - start < 6:
+            second_end = min(start + len(per_second) + 1, start + 6)
+            got = 0
+            while time.monotonic() < second_end:
+                ready, _, _ = select.select([fd], [], [], max(0, second_end - time.monotonic()))
+                if not ready:
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    self.fail(f"logs -f ended while the task ran, exit status {proc.wait()}, "
+                              f"after {total} bytes: {proc.stderr.read()!r}")
+                got += len(chunk)
+                # whole lines of the task's output, nothing else, nothing cut
+                data = left + chunk
+                cut = data.rfind(b"\n") + 1
+                self.assertEqual(data[:cut], line * (cut // len(line)), data[:cut][-500:])
+                left = data[cut:]
+            per_second.append(got)
+            total += got
+        # it is still read: whatever comes next does not wait for the checks
+        rest = threading.Thread(target=proc.stdout.read, daemon=True)
+        rest.start()
+        self.assertIsNone(proc.poll())
+        # output all along, not a burst and then silence
+        self.assertTrue(all(n > 0 for n in per_second), per_second)
+        self.assertGreater(total, 1 << 20, per_second)
+        # the task goes: the follower ends by itself, successfully
+        self.call(path, SHIM, "Kill", "(ub)", (9, True))
+        wait_until(lambda: self.prop(path, "Status") == "stopped", 10, "the task to stop")
+        self.call(path, SHIM, "Delete")
+        self.assertEqual(proc.wait(20), 0, proc.stderr.read())
+        rest.join(20)
+
+    def test_a_follower_that_does_not_read_is_told(self):
+        self.start_flood()
+        proc = self.follower("-N", "1")
+        # it does not read: its pipe, its buffer in the service, then it is dropped
+        time.sleep(5)
+        out = proc.stdout.read()
+        self.assertEqual(proc.wait(20), 1)
+        self.assertIn("stopped following default/flood", proc.stderr.read().decode())
+        self.assertTrue(out.endswith(self.LINE.encode() + b"\n"), out[-300:])
 
 
 class RunServiceTests(unittest.TestCase):

@@ -438,6 +438,15 @@ has_later (GString *data)
   return strstr (data->str, " stdout later\n") != NULL;
 }
 
+static gboolean
+has_last_number (GString *data)
+{
+  char last[80];
+
+  g_snprintf (last, sizeof last, " stdout %060u\n", 24999);
+  return g_str_has_suffix (data->str, last);
+}
+
 static void
 test_readers (Fixture       *f,
               gconstpointer  data)
@@ -477,19 +486,23 @@ test_readers (Fixture       *f,
   assert_line (lines[1], "stdout", "second");
   assert_line (lines[2], "stdout", "later");
 
-  /* the stalled reader never reads: past its buffer it is dropped, the others go on */
+  /* The stalled reader never reads: once the rotation drops the file it was still at
+   * (the log keeps 3 × 64 KiB here) it is dropped and told so; the follower that reads
+   * gets every line, however far the stalled one falls behind */
   for (guint i = 0; i < 25000; i++)
     g_string_append_printf (chunk, "%060u\n", i);
+  g_string_truncate (got, 0);
   for (gsize done = 0; done < chunk->len; done += 16384)
     {
       char buffer[65536];
+      gssize n;
 
       write_all (f->out, chunk->str + done, MIN (16384, chunk->len - done));
       for (guint i = 0; i < 8; i++)
         {
           g_main_context_iteration (NULL, FALSE);
-          while (read (follower, buffer, sizeof buffer) > 0)
-            ;
+          while ((n = read (follower, buffer, sizeof buffer)) > 0)
+            g_string_append_len (got, buffer, n);
         }
     }
   for (gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
@@ -497,14 +510,42 @@ test_readers (Fixture       *f,
     {
       char buffer[65536];
 
+      gssize n;
+
       g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      while (read (follower, buffer, sizeof buffer) > 0)
-        ;
+      while ((n = read (follower, buffer, sizeof buffer)) > 0)
+        g_string_append_len (got, buffer, n);
       g_main_context_iteration (NULL, FALSE);
     }
-  g_string_truncate (got, 0);
-  g_assert_true (read_until (stalled, got, NULL));
-  g_assert_cmpuint (got->len, <, chunk->len);
+  {
+    g_auto(GStrv) followed = NULL;
+    g_auto(GStrv) stalled_lines = NULL;
+    guint n_lines;
+
+    /* whatever is still on its way */
+    read_until (follower, got, has_last_number);
+    followed = g_strsplit (got->str, "\n", -1);
+    g_assert_cmpuint (g_strv_length (followed), ==, 25000 + 1);
+    for (guint i = 0; i < 25000; i++)
+      {
+        g_autofree char *text = g_strdup_printf ("%060u", i);
+
+        assert_line (followed[i], "stdout", text);
+      }
+    g_string_truncate (got, 0);
+    g_assert_true (read_until (stalled, got, NULL));
+    g_assert_cmpuint (got->len, <, chunk->len);
+    /* whole lines, then the marker, then EOF */
+    stalled_lines = g_strsplit (got->str, "\n", -1);
+    n_lines = g_strv_length (stalled_lines);
+    g_assert_cmpuint (n_lines, >=, 2);
+    g_assert_cmpstr (stalled_lines[n_lines - 1], ==, "");
+    g_assert_true (g_str_has_suffix (stalled_lines[n_lines - 2],
+                                     " " SHIMWATCH_TASK_LOG_FELL_BEHIND));
+    for (guint i = 0; i + 2 < n_lines; i++)
+      g_assert_cmpuint (strlen (stalled_lines[i]), ==,
+                        strlen (i < 3 ? stalled_lines[i] : followed[0]));
+  }
   close (stalled);
 
   /* the task is deleted: the follower gets everything, then EOF */
@@ -664,7 +705,7 @@ main (int    argc,
               test_mark_from_used_spare, fixture_teardown);
   g_test_add ("/task-log/rotation", Fixture, &small, fixture_setup, test_rotation,
               fixture_teardown);
-  g_test_add ("/task-log/readers", Fixture, NULL, fixture_setup, test_readers,
+  g_test_add ("/task-log/readers", Fixture, &small, fixture_setup, test_readers,
               fixture_teardown);
   g_test_add ("/task-log/reader-limit", Fixture, NULL, fixture_setup, test_reader_limit,
               fixture_teardown);

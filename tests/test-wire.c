@@ -1535,6 +1535,52 @@ test_forward_roundtrip_utf8 (void)
   g_assert_error (error, SHIMWATCH_WIRE_ERROR, SHIMWATCH_WIRE_ERROR_INVALID);
 }
 
+/* what a record keeps of a task's command: SHIMWATCH_COMMAND_MAX_ARGS and _BYTES, the
+ * rest marked as cut (issue 29: 800,000 arguments made a 7 MB record) */
+static void
+test_oci_process_args_bounded (void)
+{
+  g_autoptr(GString) json = g_string_new ("{\"process\":{\"args\":[\"sh\"");
+  g_auto(GStrv) args = NULL;
+  g_auto(GStrv) small = NULL;
+  g_autofree char *big = NULL;
+  g_autoptr(GString) long_json = NULL;
+  gsize bytes = 0;
+
+  for (guint i = 1; i < 5000; i++)
+    g_string_append (json, ",\"x\"");
+  g_string_append (json, "]}}");
+  args = shimwatch_wire_oci_process_args (json->str, json->len, NULL);
+  g_assert_nonnull (args);
+  g_assert_cmpuint (g_strv_length (args), ==, SHIMWATCH_COMMAND_MAX_ARGS + 1);
+  g_assert_cmpstr (args[0], ==, "sh");
+  g_assert_cmpstr (args[SHIMWATCH_COMMAND_MAX_ARGS - 1], ==, "x");
+  g_assert_cmpstr (args[SHIMWATCH_COMMAND_MAX_ARGS], ==,
+                   "[cut: 3976 more arguments]");
+
+  /* one argument larger than the whole budget: cut at a character, marked with "…" */
+  big = g_strnfill (SHIMWATCH_COMMAND_MAX_BYTES, 'a');
+  big[SHIMWATCH_COMMAND_MAX_BYTES - 5] = '\xc3';      /* "é" across the cut */
+  big[SHIMWATCH_COMMAND_MAX_BYTES - 4] = '\xa9';
+  long_json = g_string_new (NULL);
+  g_string_printf (long_json, "{\"process\":{\"args\":[\"%s\",\"next\"]}}", big);
+  g_clear_pointer (&args, g_strfreev);
+  args = shimwatch_wire_oci_process_args (long_json->str, long_json->len, NULL);
+  g_assert_nonnull (args);
+  g_assert_cmpuint (g_strv_length (args), ==, 2);
+  g_assert_true (g_utf8_validate (args[0], -1, NULL));
+  g_assert_true (g_str_has_suffix (args[0], "…"));
+  for (guint i = 0; args[i] != NULL; i++)
+    bytes += strlen (args[i]) + 1;
+  g_assert_cmpuint (bytes - strlen (args[1]) - 1, <=, SHIMWATCH_COMMAND_MAX_BYTES);
+  g_assert_cmpstr (args[1], ==, "[cut: 1 more arguments]");
+
+  /* a command within the bounds is kept as it is, with no mark */
+  small = shimwatch_wire_oci_process_args ("{\"process\":{\"args\":[\"a\",\"b\"]}}", 30, NULL);
+  g_assert_nonnull (small);
+  g_assert_cmpuint (g_strv_length (small), ==, 2);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -1548,6 +1594,7 @@ main (int    argc,
   g_test_add_func ("/wire/delete-response", test_delete_response);
   g_test_add_func ("/wire/go-zero-time", test_go_zero_time);
   g_test_add_func ("/wire/oci-config", test_oci_config_rewrite);
+  g_test_add_func ("/wire/oci-process-args-bounded", test_oci_process_args_bounded);
   g_test_add_func ("/wire/json-depth", test_json_depth);
   g_test_add_func ("/wire/json-strict-strings", test_json_strict_strings);
   g_test_add_func ("/wire/json-errors-quote-nothing", test_json_errors_quote_nothing);
