@@ -165,7 +165,8 @@ return_lifecycle_error (ShimwatchShim         *self,
   if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND) ||
       g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_FAILED_PRECONDITION))
     {
-      shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "record", "%s refused by the runtime: %s", operation,
+      shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
+                          "%s refused by the runtime: %s", operation,
                           error->message);
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_BAD_STATE,
@@ -364,7 +365,7 @@ delete_rpc_cb (GObject      *source,
       if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED) ||
           g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
         {
-          shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "delete",
+          shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "delete"),
                               "delete found the shim gone (%s); cleaning up", error->message);
           if (!shimwatch_shim_is_cleaning (self))
             shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
@@ -608,7 +609,7 @@ stop_signal_cb (GObject      *source,
   /* "not found": the process is gone already, and its exit is on its way */
   if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
     return;
-  shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "exit", "Stop: %s", error->message);
+  shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "exit"), "Stop: %s", error->message);
   if (!self->stop_killed)
     {
       /* SIGTERM did not go through: SIGKILL at once */
@@ -636,7 +637,8 @@ stop_timer_cb (gpointer user_data)
       return G_SOURCE_REMOVE;
     }
   self->stop_killed = TRUE;
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: still running, sending SIGKILL");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
+                      "Stop: still running, sending SIGKILL");
   self->stop_timer = g_timeout_add (STOP_KILL_GRACE_MS, stop_timer_cb, self);
   if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     shimwatch_task_client_kill_async (self->handle->client, SIGKILL, TRUE, RPC_TIMEOUT_MS,
@@ -659,7 +661,8 @@ stop_authorized (ShimwatchShim         *self,
   g_ptr_array_add (self->stop_waiters, invocation);
   if (self->stop_waiters->len > 1)
     return;      /* a Stop is under way: its end answers this one too */
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: SIGTERM, SIGKILL in %u s", timeout);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
+                      "Stop: SIGTERM, SIGKILL in %u s", timeout);
   self->stop_timer = g_timeout_add (timeout * 1000, stop_timer_cb, self);
   shimwatch_task_client_kill_async (self->handle->client, SIGTERM, FALSE, RPC_TIMEOUT_MS,
                                     stop_signal_cb, g_object_ref (self));
@@ -701,7 +704,7 @@ pause_rpc_cb (GObject      *source,
     }
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task paused");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task paused");
   shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
 
@@ -742,7 +745,7 @@ resume_rpc_cb (GObject      *source,
     }
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task resumed");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task resumed");
   shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
 
@@ -825,7 +828,8 @@ set_labels_authorized (ShimwatchShim         *self,
   g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{ss})", &labels);
   shimwatch_dbus_shim_set_labels (SHIMWATCH_DBUS_SHIM (self), labels);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "record", "labels replaced (%" G_GSIZE_FORMAT ")",
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
+                      "labels replaced (%" G_GSIZE_FORMAT ")",
                       g_variant_n_children (labels));
   shimwatch_dbus_shim_complete_set_labels (SHIMWATCH_DBUS_SHIM (self), invocation);
 }
@@ -996,7 +1000,7 @@ shimwatch_shim_kill_shim (ShimwatchShim  *self,
     }
   if (!shimwatch_shim_is_connected (self))
     return TRUE;          /* already on its way out */
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "reap", "killing shim %u", pid);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "reap"), "killing shim %u", pid);
   if (pid == 0 || kill ((pid_t) pid, SIGKILL) != 0)
     {
       /* no process to kill: end the connection, which starts the same cleanup */
@@ -1051,7 +1055,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   if (shim_pid > 0)
     kill ((pid_t) shim_pid, SIGKILL);
   else if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "create-failed",
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "create-failed"),
                         "killed the shim that never answered in %s", self->task_dir);
   request = shimwatch_shim_cleanup_request (self, TRUE);
   request->kill_cgroup = TRUE;

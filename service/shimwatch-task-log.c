@@ -64,11 +64,6 @@ static void flush_batch (ShimwatchTaskLog *self);
 static void reader_push (Reader *reader, const char *data, gsize len);
 static void reader_end  (Reader *reader);
 
-#define log_task(self, level, ...) \
-  shimwatch_log_task ((level), \
-                      (&(ShimwatchLogTask) { .namespace_ = (self)->namespace_, .id = (self)->id }), \
-                      __VA_ARGS__)
-
 /* -- the line format ------------------------------------------------------------------ */
 
 void
@@ -214,11 +209,13 @@ rotate (ShimwatchTaskLog *self)
       g_autofree char *to = file_path (self, generation);
 
       if (rename (from, to) != 0 && errno != ENOENT)
-        log_task (self, G_LOG_LEVEL_WARNING, "cannot rotate %s: %s", from, g_strerror (errno));
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                            "cannot rotate %s: %s", from, g_strerror (errno));
     }
   if (!open_output (self, TRUE, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "%s; output is not kept until the next rotation",
-              error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                        "%s; output is not kept until the next rotation",
+                        error->message);
 }
 
 static void
@@ -232,8 +229,9 @@ write_output (ShimwatchTaskLog *self,
     {
       /* a full disk loses lines, never the task: it is told once */
       if (!self->write_failed)
-        log_task (self, G_LOG_LEVEL_WARNING, "cannot write the task log: %s; output is "
-                  "lost until writing works again", g_strerror (errno));
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                            "cannot write the task log: %s; output is "
+                            "lost until writing works again", g_strerror (errno));
       self->write_failed = TRUE;
       return;
     }
@@ -923,9 +921,9 @@ reader_push (Reader     *reader,
   if (reader->pending->len - reader->sent + len > reader->cap)
     {
       /* the reader's problem, not the service's: a notice */
-      log_task (reader, G_LOG_LEVEL_MESSAGE,
-                "an OpenLog reader fell more than %u bytes behind and was disconnected",
-                (guint) reader->cap);
+      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_TASK (reader),
+                          "an OpenLog reader fell more than %u bytes behind and was disconnected",
+                          (guint) reader->cap);
       reader_free (reader);
       return;
     }
@@ -1108,8 +1106,9 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
   mark = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
   if (!mark_from_spare (self, mark, g_get_real_time ()) &&
       !shimwatch_task_log_write_mark (self->dir, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "cannot mark the task log deleted: %s",
-              error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                        "cannot mark the task log deleted: %s",
+                        error->message);
   stop (self, TRUE);
   self->done = TRUE;
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
@@ -1199,7 +1198,7 @@ shimwatch_task_log_discard (ShimwatchTaskLog *self)
 
   shimwatch_task_log_detach (self);
   if (!shimwatch_task_log_remove_dir (self->dir, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "%s", error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self), "%s", error->message);
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
 }
 
