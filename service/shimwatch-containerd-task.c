@@ -179,9 +179,8 @@ emit_disconnected (ShimwatchContainerdTask *self)
                       "shim %u died; containerd is expected to clean up",
                       shimwatch_dbus_shim_get_shim_pid (iface));
   before_signal (self, "ShimDisconnected");
-  shimwatch_dbus_manager_emit_shim_disconnected (manager (self), self->path, self->namespace_,
-                                                 self->id,
-                                                 shimwatch_dbus_shim_get_shim_pid (iface));
+  shimwatch_publisher_emit_shim_disconnected (self->env->publisher, self->path, self->namespace_,
+                                              self->id, shimwatch_dbus_shim_get_shim_pid (iface));
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "disconnected",
                                     shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
@@ -225,8 +224,10 @@ emit_exit (ShimwatchContainerdTask *self,
                       "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
   before_signal (self, "TaskExit");
-  shimwatch_dbus_manager_emit_task_exit (manager (self), self->path, self->namespace_, self->id,
-                                         self->id, pid, exit_status, (guint64) exited_at);
+  shimwatch_publisher_emit (self->env->publisher, "TaskExit",
+                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
+                                                                self->id, pid, exit_status,
+                                                                (guint64) exited_at));
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "exit", pid,
                                     TRUE, exit_status, reason);
 }
@@ -286,10 +287,11 @@ emit_delete_and_finish (ShimwatchContainerdTask *self)
                         "task deleted: pid %u, status %u",
                         self->exit.pid, self->exit.exit_status);
     before_signal (self, "TaskDelete");
-    shimwatch_dbus_manager_emit_task_delete (manager (self), self->path, self->namespace_,
-                                             self->id, self->id, self->exit.pid,
-                                             self->exit.exit_status,
-                                             (guint64) self->exit.exited_at);
+    shimwatch_publisher_emit (self->env->publisher, "TaskDelete",
+                              shimwatch_publisher_task_exit_args (self->path, self->namespace_,
+                                                                  self->id, self->exit.pid,
+                                                                  self->exit.exit_status,
+                                                                  (guint64) self->exit.exited_at));
   }
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "delete",
                                     self->exit.pid, TRUE, self->exit.exit_status, NULL);

@@ -17,12 +17,6 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-shim-private.h"
 
-static ShimwatchDbusManager *
-manager_iface (ShimwatchShim *self)
-{
-  return shimwatch_publisher_get_signals (self->services.publisher);
-}
-
 static void
 publish_state (ShimwatchShim *self)
 {
@@ -479,10 +473,9 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
             shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
 
           before_signal (self, member, "disconnected-prepared", "disconnected");
-          shimwatch_publisher_emit (self->services.publisher, member,
-                                    g_variant_new ("(ossu)", self->path, self->namespace_,
-                                                   self->id,
-                                                   shimwatch_dbus_shim_get_shim_pid (iface)));
+          shimwatch_publisher_emit_shim_disconnected (self->services.publisher, self->path,
+                                                      self->namespace_, self->id,
+                                                      shimwatch_dbus_shim_get_shim_pid (iface));
           disconnected = TRUE;
         }
       if (changed)
@@ -609,7 +602,6 @@ void
 shimwatch_shim_handle_event (ShimwatchShim        *self,
                              const ShimwatchEvent *event)
 {
-  ShimwatchDbusManager *manager = manager_iface (self);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
@@ -625,14 +617,15 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
     case SHIMWATCH_EVENT_TASK_CREATE:
       if (shimwatch_dbus_shim_get_task_pid (iface) == 0)
         shimwatch_dbus_shim_set_task_pid (iface, event->pid);
-      shimwatch_dbus_manager_emit_task_create (manager, self->path, self->namespace_, self->id,
-                                               event->bundle != NULL ? event->bundle : "",
-                                               event->pid);
+      shimwatch_publisher_emit_task_create (self->services.publisher, self->path,
+                                            self->namespace_, self->id,
+                                            event->bundle != NULL ? event->bundle : "",
+                                            event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_START:
       shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
-      shimwatch_dbus_manager_emit_task_start (manager, self->path, self->namespace_, self->id,
-                                              event->pid);
+      shimwatch_publisher_emit_task_start (self->services.publisher, self->path,
+                                           self->namespace_, self->id, event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_EXIT:
       /* exits of exec'd processes are not the task's */
@@ -652,7 +645,8 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
           g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
         shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
       shimwatch_shim_save (self);
-      shimwatch_dbus_manager_emit_task_oom (manager, self->path, self->namespace_, self->id);
+      shimwatch_publisher_emit_task_oom (self->services.publisher, self->path, self->namespace_,
+                                         self->id);
       shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:

@@ -147,11 +147,12 @@ return_rpc_error (GDBusMethodInvocation *invocation,
   g_dbus_method_invocation_return_gerror (invocation, converted);
 }
 
+/* the state machine decides; the Status string is only what the caller is told */
 static gboolean
-status_is (ShimwatchShim *self,
-           const char    *status)
+allows (ShimwatchShim      *self,
+        ShimwatchShimAction action)
 {
-  return g_strcmp0 (shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)), status) == 0;
+  return shimwatch_shim_state_allows (self->machine.state, action);
 }
 
 /* the runtime refused because of the task's state (it exited meanwhile, it is not
@@ -236,18 +237,18 @@ start_rpc_cb (GObject      *source,
 /* Start and Kill of a task in the wrong state are the caller's mistake, not the shim's:
  * BadState, before the shim is asked (it would answer in runc's words, as a failure) */
 static gboolean
-require_status (ShimwatchShim         *self,
-                GDBusMethodInvocation *invocation,
-                const char            *action,
-                const char * const    *allowed)
+require_state (ShimwatchShim         *self,
+               GDBusMethodInvocation *invocation,
+               const char            *why,
+               ShimwatchShimAction    action)
 {
-  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
-  if (g_strv_contains (allowed, status))
+  if (allows (self, action))
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s: %s", self->namespace_, self->id,
-                                         status, action);
+                                         shimwatch_dbus_shim_get_status (iface), why);
   return FALSE;
 }
 
@@ -256,10 +257,9 @@ start_authorized (ShimwatchShim         *self,
                   GDBusMethodInvocation *invocation,
                   gpointer               data)
 {
-  static const char * const startable[] = { "created", NULL };
-
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a created task can be started", startable))
+      !require_state (self, invocation, "only a created task can be started",
+                      SHIMWATCH_SHIM_ACTION_START))
     return;
   shimwatch_task_client_start_async (self->handle->client, RPC_TIMEOUT_MS, start_rpc_cb,
                                      call_context_new (self, invocation));
@@ -303,13 +303,13 @@ kill_authorized (ShimwatchShim         *self,
                  GDBusMethodInvocation *invocation,
                  gpointer               data)
 {
-  static const char * const killable[] = { "created", "running", "paused", NULL };
   GVariant *parameters = g_dbus_method_invocation_get_parameters (invocation);
   guint32 signal_number;
   gboolean all;
 
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "it has no process to signal", killable))
+      !require_state (self, invocation, "it has no process to signal",
+                      SHIMWATCH_SHIM_ACTION_KILL))
     return;
   g_variant_get (parameters, "(ub)", &signal_number, &all);
   shimwatch_task_client_kill_async (self->handle->client, signal_number, all, RPC_TIMEOUT_MS,
@@ -401,18 +401,9 @@ delete_authorized (ShimwatchShim         *self,
                    GDBusMethodInvocation *invocation,
                    gpointer               data)
 {
-  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
-
-  if (!require_connected (self, invocation))
+  if (!require_connected (self, invocation) ||
+      !require_state (self, invocation, "kill it first", SHIMWATCH_SHIM_ACTION_DELETE))
     return;
-  if (g_strcmp0 (status, "running") == 0 || g_strcmp0 (status, "paused") == 0)
-    {
-      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
-                                             SHIMWATCH_ERROR_BAD_STATE,
-                                             "task %s/%s is %s: kill it first", self->namespace_,
-                                             self->id, status);
-      return;
-    }
   self->delete_invocation = invocation;
   shimwatch_task_client_delete_async (self->handle->client, RPC_TIMEOUT_MS, delete_rpc_cb,
                                       g_object_ref (self));
@@ -654,9 +645,9 @@ stop_authorized (ShimwatchShim         *self,
   guint timeout = GPOINTER_TO_UINT (data);
 
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation,
-                       "only a created or running task can be stopped (resume a paused one first)",
-                       (const char *[]) { "created", "running", NULL }))
+      !require_state (self, invocation,
+                      "only a created or running task can be stopped (resume a paused one first)",
+                      SHIMWATCH_SHIM_ACTION_STOP))
     return;
   g_ptr_array_add (self->stop_waiters, invocation);
   if (self->stop_waiters->len > 1)
@@ -714,8 +705,8 @@ pause_authorized (ShimwatchShim         *self,
                   gpointer               data)
 {
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a running task can be paused",
-                       (const char *[]) { "running", NULL }))
+      !require_state (self, invocation, "only a running task can be paused",
+                      SHIMWATCH_SHIM_ACTION_PAUSE))
     return;
   shimwatch_task_client_pause_async (self->handle->client, RPC_TIMEOUT_MS, pause_rpc_cb,
                                      call_context_new (self, invocation));
@@ -755,8 +746,8 @@ resume_authorized (ShimwatchShim         *self,
                    gpointer               data)
 {
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a paused task can be resumed",
-                       (const char *[]) { "paused", NULL }))
+      !require_state (self, invocation, "only a paused task can be resumed",
+                      SHIMWATCH_SHIM_ACTION_RESUME))
     return;
   shimwatch_task_client_resume_async (self->handle->client, RPC_TIMEOUT_MS, resume_rpc_cb,
                                       call_context_new (self, invocation));
@@ -875,7 +866,7 @@ require_processes (ShimwatchShim         *self,
 {
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
       !shimwatch_shim_is_cleaning (self) && !shimwatch_shim_is_deleted (self) &&
-      (status_is (self, "created") || status_is (self, "running") || status_is (self, "paused")))
+      allows (self, SHIMWATCH_SHIM_ACTION_PROCESSES))
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s has no processes: it is %s",
@@ -945,7 +936,7 @@ list_pids (ShimwatchShim         *self,
            gpointer               data)
 {
   if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
-      status_is (self, "stopped"))
+      shimwatch_shim_state_is_stopped (self->machine.state))
     {
       shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
                                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
