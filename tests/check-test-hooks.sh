@@ -3,8 +3,9 @@
 #
 # Whether shimwatchd carries the machinery that exists only for the tests (-Dtest_hooks):
 # the crash points and their environment variables, the signal ledger's halt before a
-# crash point, the counters of the commit queue, the ledger and the record committer, the
-# commit queue's hold, and the failure injected into pidfd_open(2).
+# crash point, the counters of the commit queue, the ledger, the record committer and the
+# health checks, the commit queue's hold, the health checks' shorter tick, the smaller ttrpc
+# output cap, and the failure injected into pidfd_open(2).
 #
 #   check-test-hooks.sh SHIMWATCHD absent    a default build: none of it (exit 1 if any)
 #   check-test-hooks.sh SHIMWATCHD present   a -Dtest_hooks=true build: all of it, so that
@@ -27,6 +28,10 @@ symbols=(
   shimwatch_signal_ledger_get_n_broadcasts
   shimwatch_signal_ledger_crash_point_after_write
   shimwatch_signal_ledger_crash_point_after_earlier
+  shimwatch_health_scheduler_set_min_tick
+  shimwatch_health_scheduler_get_n_ticks
+  shimwatch_health_scheduler_get_n_checks
+  shimwatch_ttrpc_set_output_limit
 )
 # what the test hooks read or print
 texts=(
