@@ -133,12 +133,6 @@ run_data_free (RunData *data)
   g_free (data);
 }
 
-#define log_step(request, level, ...) \
-  shimwatch_log_task ((level), \
-                      (&(ShimwatchLogTask) { .namespace_ = (request)->namespace_, \
-                                             .id = (request)->id }), \
-                      __VA_ARGS__)
-
 guint
 shimwatch_cleanup_kill_processes_in (const char *dir)
 {
@@ -426,8 +420,8 @@ remove_cgroup (RunData *data,
     return TRUE;
   killed = shimwatch_cgroup_kill_at (data->cgroups, request->cgroup_path, data->cgroup_events);
   if (killed > 0)
-    log_step (request, G_LOG_LEVEL_INFO, "killed what still ran in cgroup %s",
-              request->cgroup_path);
+    shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (request), "killed what still ran in cgroup %s",
+                        request->cgroup_path);
   if (!may_wait && shimwatch_cgroup_is_populated_at (data->cgroups, request->cgroup_path,
                                                      data->cgroup_events))
     return FALSE;
@@ -447,8 +441,9 @@ remove_cgroup (RunData *data,
         break;
     }
   if (!shimwatch_cgroup_remove (data->cgroups, request->cgroup_path, &error))
-    log_step (request, G_LOG_LEVEL_WARNING, "cgroup %s stays: %s", request->cgroup_path,
-              error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                        "cgroup %s stays: %s", request->cgroup_path,
+                        error->message);
   return TRUE;
 }
 
@@ -472,15 +467,15 @@ remove_state_now (RunData   *data,
   if (request->runc_state_dir != NULL && data->result->task_killed &&
       !remove_tree_at (AT_FDCWD, request->runc_state_dir, &error))
     {
-      log_step (request, G_LOG_LEVEL_WARNING, "runc state %s stays: %s",
-                request->runc_state_dir, error->message);
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "runc state %s stays: %s",
+                          request->runc_state_dir, error->message);
       g_clear_error (&error);
     }
 
   if (request->socket_path != NULL && g_lstat (request->socket_path, &st) == 0 &&
       S_ISSOCK (st.st_mode) && g_unlink (request->socket_path) != 0)
-    log_step (request, G_LOG_LEVEL_WARNING, "cannot remove shim socket %s: %s",
-              request->socket_path, g_strerror (errno));
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "cannot remove shim socket %s: %s",
+                        request->socket_path, g_strerror (errno));
 
   /* never before delete, and only when delete worked or the task is dead: the task dir
    * holds what a later delete (Reap) needs */
@@ -490,13 +485,13 @@ remove_state_now (RunData   *data,
         return FALSE;
       data->result->removed = remove_task_dir (request->task_dir, parents, &error);
       if (!data->result->removed)
-        log_step (request, G_LOG_LEVEL_WARNING, "task directory %s stays: %s",
-                  request->task_dir, error->message);
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "task directory %s stays: %s",
+                            request->task_dir, error->message);
     }
   else
-    log_step (request, G_LOG_LEVEL_WARNING,
-              "task directory %s stays for a later Reap: delete failed and the task may live",
-              request->task_dir);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                        "task directory %s stays for a later Reap: delete failed and the task "
+                        "may live", request->task_dir);
   return TRUE;
 }
 
@@ -537,9 +532,10 @@ removal_done (GTask *task)
   shimwatch_crash_point ("state-removed");
   release_slot (self, data);
   self->n_running--;
-  log_step (data->request, G_LOG_LEVEL_INFO, "cleanup finished (delete %s, task dir %s)",
-            data->result->delete_ok ? "ok" : "failed",
-            data->result->removed ? "removed" : "kept");
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (data->request),
+                      "cleanup finished (delete %s, task dir %s)",
+                      data->result->delete_ok ? "ok" : "failed",
+                      data->result->removed ? "removed" : "kept");
   g_task_return_pointer (task, g_steal_pointer (&data->result),
                          (GDestroyNotify) shimwatch_cleanup_result_free);
   /* the reference shimwatch_cleanup_run_async() made */
@@ -715,14 +711,16 @@ delete_done_cb (GObject      *source,
     {
       data->result->delete_error = g_strdup (error->message);
       data->result->delete_timed_out = g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
-      log_step (data->request, G_LOG_LEVEL_WARNING, "shim delete failed: %s", error->message);
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (data->request),
+                          "shim delete failed: %s", error->message);
     }
   else
     {
       /* runc's delete --force killed it if it was still alive */
       data->result->task_killed = TRUE;
-      log_step (data->request, G_LOG_LEVEL_INFO, "shim delete: pid %u, exit status %u",
-                data->result->deleted.pid, data->result->deleted.exit_status);
+      shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (data->request),
+                          "shim delete: pid %u, exit status %u",
+                          data->result->deleted.pid, data->result->deleted.exit_status);
     }
   shimwatch_crash_point ("shim-deleted");
 
@@ -775,8 +773,9 @@ queue_delete (GTask *task)
   RunData *data = g_task_get_task_data (task);
 
   if (self->n_deleting >= self->max_concurrent)
-    log_step (data->request, G_LOG_LEVEL_INFO, "waiting for one of %u running cleanups",
-              self->n_deleting);
+    shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (data->request),
+                        "waiting for one of %u running cleanups",
+                        self->n_deleting);
   g_queue_push_tail (&self->waiting, task);
   start_next_waiting (self);
 }
@@ -798,23 +797,23 @@ task_dead (GTask   *task,
   if (dead && !emptied && data->request->cgroup_path != NULL &&
       shimwatch_cgroup_is_populated_at (data->cgroups, data->request->cgroup_path,
                                         data->cgroup_events))
-    log_step (data->request, G_LOG_LEVEL_WARNING,
-              "processes in cgroup %s outlived SIGKILL for %u ms", data->request->cgroup_path,
-              KILL_WAIT_MS);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (data->request),
+                        "processes in cgroup %s outlived SIGKILL for %u ms",
+                        data->request->cgroup_path, KILL_WAIT_MS);
   if (dead && emptied && data->request->cgroup_path != NULL)
     data->result->emptied_at = g_get_monotonic_time ();
   if (dead)
     {
       data->result->task_killed = TRUE;
-      log_step (data->request, G_LOG_LEVEL_INFO, "task process %u is dead",
-                data->request->task_pid);
+      shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (data->request), "task process %u is dead",
+                          data->request->task_pid);
       if (data->killed != NULL)
         data->killed (data->request->task_pid, g_get_real_time (), data->killed_data);
     }
   else
-    log_step (data->request, G_LOG_LEVEL_WARNING,
-              "task process %u did not die within %u ms of SIGKILL", data->request->task_pid,
-              KILL_WAIT_MS);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (data->request),
+                        "task process %u did not die within %u ms of SIGKILL",
+                        data->request->task_pid, KILL_WAIT_MS);
   queue_delete (task);
 }
 
@@ -923,7 +922,7 @@ shimwatch_cleanup_run_async (ShimwatchCleanup          *self,
   data->cgroups = shimwatch_cgroup_host_ref (self->cgroups);
   g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
   self->n_running++;
-  log_step (request, G_LOG_LEVEL_INFO, "cleanup started");
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (request), "cleanup started");
 
   /* cgroup2's cgroup.events, read at least twice (after the kill, once the init is
    * dead): opened once. Opened, it says the cgroup is there, in cgroup2's hierarchy. A
@@ -949,26 +948,29 @@ shimwatch_cleanup_run_async (ShimwatchCleanup          *self,
       /* in one write where cgroup2 can: whether anything was there, the init's pidfd and
        * cgroup.events tell next, no read of it is needed now */
       if (shimwatch_cgroup_kill_subtree (self->cgroups, request->cgroup_path))
-        log_step (request, G_LOG_LEVEL_INFO, "sent SIGKILL to what runs in cgroup %s",
-                  request->cgroup_path);
+        shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (request),
+                            "sent SIGKILL to what runs in cgroup %s",
+                            request->cgroup_path);
       else if (shimwatch_cgroup_kill_at (self->cgroups, request->cgroup_path,
                                          data->cgroup_events) > 0)
-        log_step (request, G_LOG_LEVEL_INFO, "killed what ran in cgroup %s",
-                  request->cgroup_path);
+        shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (request), "killed what ran in cgroup %s",
+                            request->cgroup_path);
     }
 
   if (request->kill_task && request->pidfd >= 0)
     {
       if (pidfd_send_signal (request->pidfd, SIGKILL, NULL, 0) != 0 && errno != ESRCH)
-        log_step (request, G_LOG_LEVEL_WARNING, "SIGKILL to task process %u: %s",
-                  request->task_pid, g_strerror (errno));
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                            "SIGKILL to task process %u: %s",
+                            request->task_pid, g_strerror (errno));
       /* the pidfd turns readable when the process has exited (zombie or reaped) */
       data->pidfd_watch = shimwatch_poller_add (shimwatch_poller_get_default (), request->pidfd,
                                                 SHIMWATCH_POLLER_IN, pidfd_ready_cb, task, NULL,
                                                 NULL);
       if (data->pidfd_watch == NULL)
-        log_step (request, G_LOG_LEVEL_WARNING, "cannot watch task process %u: its death is "
-                                                "known at the kill timeout", request->task_pid);
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                            "cannot watch task process %u: its death is known at the kill "
+                            "timeout", request->task_pid);
       data->kill_timeout = g_timeout_add (KILL_WAIT_MS, kill_timeout_cb, task);
       return;
     }

@@ -58,10 +58,12 @@ struct _ShimwatchCommitQueue
   GCond         changed;
   GQueue        batches;      /* Batch, waiting for the thread */
   gboolean      busy;         /* the thread works on a batch */
-  gboolean      held;
+#ifdef SHIMWATCH_TEST_HOOKS
+  gboolean      held;             /* tests: the thread takes no batch */
+  guint64       n_syncs;          /* tests */
+#endif
   gboolean      stopping;
   guint64       n_batches;
-  guint64       n_syncs;
   GThread      *thread;
 };
 
@@ -186,6 +188,18 @@ call_done_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* tests hold the thread back; the shipped daemon never does (queue->lock held) */
+static inline gboolean
+is_held (ShimwatchCommitQueue *queue)
+{
+#ifdef SHIMWATCH_TEST_HOOKS
+  return queue->held;
+#else
+  (void) queue;
+  return FALSE;
+#endif
+}
+
 static void
 commit_batch (ShimwatchCommitQueue *queue,
               Batch                *batch,
@@ -193,7 +207,9 @@ commit_batch (ShimwatchCommitQueue *queue,
 {
   g_autoptr(GHashTable) dir_errors = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, NULL);
   g_autoptr(GPtrArray) with_done = NULL;
+#ifdef SHIMWATCH_TEST_HOOKS
   guint64 n_syncs = 0;
+#endif
 
   for (guint i = 0; i < batch->jobs->len; i++)
     {
@@ -213,7 +229,9 @@ commit_batch (ShimwatchCommitQueue *queue,
       if (ticket->fd < 0)
         continue;
       saved_errno = sync_fd (ticket->fd, TRUE);
+#ifdef SHIMWATCH_TEST_HOOKS
       n_syncs++;
+#endif
       close (ticket->fd);
       ticket->fd = -1;
       if (saved_errno != 0)
@@ -234,7 +252,9 @@ commit_batch (ShimwatchCommitQueue *queue,
       else
         {
           saved_errno = sync_fd (fd, FALSE);
+#ifdef SHIMWATCH_TEST_HOOKS
           n_syncs++;
+#endif
           close (fd);
         }
       /* ENOENT: the directory went with its last entry, which is what was to be synced */
@@ -264,9 +284,11 @@ commit_batch (ShimwatchCommitQueue *queue,
   g_cond_broadcast (&tickets_settled);
   g_mutex_unlock (&tickets_lock);
 
+#ifdef SHIMWATCH_TEST_HOOKS
   g_mutex_lock (&queue->lock);
   queue->n_syncs += n_syncs;
   g_mutex_unlock (&queue->lock);
+#endif
 
   if (with_done != NULL)
     g_main_context_invoke_full (queue->context, G_PRIORITY_DEFAULT, call_done_cb,
@@ -285,7 +307,7 @@ commit_thread (gpointer user_data)
       Batch *batch;
       guint64 number;
 
-      while (!queue->stopping && (queue->held || g_queue_is_empty (&queue->batches)))
+      while (!queue->stopping && (is_held (queue) || g_queue_is_empty (&queue->batches)))
         g_cond_wait (&queue->changed, &queue->lock);
       if (g_queue_is_empty (&queue->batches))
         break;        /* stopping, and nothing is left */
@@ -410,7 +432,7 @@ shimwatch_commit_queue_wait_idle (ShimwatchCommitQueue *queue)
 {
   shimwatch_commit_queue_flush (queue);
   g_mutex_lock (&queue->lock);
-  while (queue->busy || (!g_queue_is_empty (&queue->batches) && !queue->held))
+  while (queue->busy || (!g_queue_is_empty (&queue->batches) && !is_held (queue)))
     g_cond_wait (&queue->changed, &queue->lock);
   g_mutex_unlock (&queue->lock);
 }
@@ -426,28 +448,6 @@ shimwatch_commit_queue_is_idle (ShimwatchCommitQueue *queue)
   idle = !queue->busy && g_queue_is_empty (&queue->batches);
   g_mutex_unlock (&queue->lock);
   return idle;
-}
-
-guint64
-shimwatch_commit_queue_get_n_batches (ShimwatchCommitQueue *queue)
-{
-  guint64 n;
-
-  g_mutex_lock (&queue->lock);
-  n = queue->n_batches;
-  g_mutex_unlock (&queue->lock);
-  return n;
-}
-
-guint64
-shimwatch_commit_queue_get_n_syncs (ShimwatchCommitQueue *queue)
-{
-  guint64 n;
-
-  g_mutex_lock (&queue->lock);
-  n = queue->n_syncs;
-  g_mutex_unlock (&queue->lock);
-  return n;
 }
 
 void
@@ -484,6 +484,29 @@ shimwatch_commit_path_is_volatile (const char *path)
   return st.f_type == TMPFS_MAGIC || st.f_type == RAMFS_MAGIC;
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
+guint64
+shimwatch_commit_queue_get_n_batches (ShimwatchCommitQueue *queue)
+{
+  guint64 n;
+
+  g_mutex_lock (&queue->lock);
+  n = queue->n_batches;
+  g_mutex_unlock (&queue->lock);
+  return n;
+}
+
+guint64
+shimwatch_commit_queue_get_n_syncs (ShimwatchCommitQueue *queue)
+{
+  guint64 n;
+
+  g_mutex_lock (&queue->lock);
+  n = queue->n_syncs;
+  g_mutex_unlock (&queue->lock);
+  return n;
+}
+
 void
 shimwatch_commit_queue_set_held (ShimwatchCommitQueue *queue,
                                  gboolean              held)
@@ -493,6 +516,7 @@ shimwatch_commit_queue_set_held (ShimwatchCommitQueue *queue,
   g_cond_broadcast (&queue->changed);
   g_mutex_unlock (&queue->lock);
 }
+#endif
 
 ShimwatchCommitQueue *
 shimwatch_commit_queue_new (GMainContext *context)
@@ -521,7 +545,9 @@ shimwatch_commit_queue_free (ShimwatchCommitQueue *queue)
     return;
   shimwatch_commit_queue_flush (queue);
   g_mutex_lock (&queue->lock);
+#ifdef SHIMWATCH_TEST_HOOKS
   queue->held = FALSE;
+#endif
   queue->stopping = TRUE;
   g_cond_broadcast (&queue->changed);
   g_mutex_unlock (&queue->lock);

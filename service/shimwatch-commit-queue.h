@@ -60,10 +60,6 @@ void                   shimwatch_commit_queue_flush (ShimwatchCommitQueue  *queu
 void                   shimwatch_commit_queue_wait_idle (ShimwatchCommitQueue *queue);
 /* nothing queued, nothing being synced */
 gboolean               shimwatch_commit_queue_is_idle (ShimwatchCommitQueue *queue);
-/* how many batches the thread has synced (for tests and statistics) */
-guint64                shimwatch_commit_queue_get_n_batches (ShimwatchCommitQueue *queue);
-/* how many fsync/fdatasync calls it made */
-guint64                shimwatch_commit_queue_get_n_syncs   (ShimwatchCommitQueue *queue);
 /* TRUE: the queue's files live on a file system that does not outlive the machine, so
  * nothing is synced: tickets are durable when added (their @done still runs on the main
  * context, later). Main thread only, before anything is added. */
@@ -73,9 +69,15 @@ gboolean               shimwatch_commit_queue_is_volatile  (ShimwatchCommitQueue
 /* whether @path (or, while it does not exist, the nearest directory above it) is on a
  * file system kept only in memory: tmpfs or ramfs */
 gboolean               shimwatch_commit_path_is_volatile   (const char           *path);
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): how many batches the thread has synced */
+guint64                shimwatch_commit_queue_get_n_batches (ShimwatchCommitQueue *queue);
+/* tests: how many fsync/fdatasync calls it made */
+guint64                shimwatch_commit_queue_get_n_syncs   (ShimwatchCommitQueue *queue);
 /* tests: while held, the commit thread takes no batch (what is queued waits) */
 void                   shimwatch_commit_queue_set_held (ShimwatchCommitQueue  *queue,
                                                         gboolean               held);
+#endif
 
 ShimwatchCommitTicket *shimwatch_commit_ticket_ref   (ShimwatchCommitTicket *ticket);
 void                   shimwatch_commit_ticket_unref (ShimwatchCommitTicket *ticket);

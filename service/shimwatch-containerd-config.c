@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#define G_LOG_DOMAIN "shimwatch"
+#define G_LOG_DOMAIN "ShimwatchContainerd"
 
 #include "config.h"
 

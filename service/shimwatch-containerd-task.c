@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#define G_LOG_DOMAIN "shimwatch"
+#define G_LOG_DOMAIN "ShimwatchContainerd"
 
 #include "config.h"
 
@@ -75,19 +75,6 @@ G_DEFINE_TYPE_WITH_CODE (ShimwatchContainerdTask, shimwatch_containerd_task,
                          G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_SHIM,
                                                 shimwatch_containerd_task_iface_init))
 
-/* one structured line per lifecycle event, through the service's one helper; the
- * MESSAGE says the task is containerd's */
-#define log_event(self, level, event_name, ...)                                               \
-  shimwatch_log_task ((level), (&(ShimwatchLogTask) {                                         \
-                        .namespace_ = (self)->namespace_,                                     \
-                        .id = (self)->id,                                                     \
-                        .event = (event_name),                                                \
-                        .has_pids = TRUE,                                                     \
-                        .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)), \
-                        .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), \
-                        .prefix = "containerd ",                                              \
-                      }), __VA_ARGS__)
-
 static ShimwatchDbusManager *
 manager (ShimwatchContainerdTask *self)
 {
@@ -133,8 +120,9 @@ save (ShimwatchContainerdTask *self)
     return;
   fill_record (self, &record);
   if (!shimwatch_record_committer_save (self->env->committer, &record, &error))
-    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
-               error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "record"),
+                        "cannot write task record: %s",
+                        error->message);
 }
 
 /* the task is completely gone: its record goes once TaskDelete is on the bus */
@@ -163,8 +151,9 @@ before_signal (ShimwatchContainerdTask *self,
   record.pending_signal = (char *) member;
   if (!shimwatch_record_committer_expect (self->env->committer, &record, self->path, NULL,
                                           &error))
-    log_event (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
-               error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "record"),
+                        "cannot write task record: %s",
+                        error->message);
 }
 
 /* -- the three signals, each at most once ---------------------------------------------- */
@@ -186,13 +175,12 @@ emit_disconnected (ShimwatchContainerdTask *self)
   self->disconnect_emitted = TRUE;
   set_status (self, "disconnected");
   g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
-  log_event (self, G_LOG_LEVEL_MESSAGE, "disconnected",
-             "shim %u died; containerd is expected to clean up",
-             shimwatch_dbus_shim_get_shim_pid (iface));
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "disconnected"),
+                      "shim %u died; containerd is expected to clean up",
+                      shimwatch_dbus_shim_get_shim_pid (iface));
   before_signal (self, "ShimDisconnected");
-  shimwatch_dbus_manager_emit_shim_disconnected (manager (self), self->path, self->namespace_,
-                                                 self->id,
-                                                 shimwatch_dbus_shim_get_shim_pid (iface));
+  shimwatch_publisher_emit_shim_disconnected (self->env->publisher, self->path, self->namespace_,
+                                              self->id, shimwatch_dbus_shim_get_shim_pid (iface));
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "disconnected",
                                     shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
   g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
@@ -232,11 +220,14 @@ emit_exit (ShimwatchContainerdTask *self,
   if (!self->disconnect_emitted)
     set_status (self, "stopped");
   g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
-  log_event (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
-             exit_status, reason);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "exit"),
+                      "task exited: pid %u, status %u (%s)", pid,
+                      exit_status, reason);
   before_signal (self, "TaskExit");
-  shimwatch_dbus_manager_emit_task_exit (manager (self), self->path, self->namespace_, self->id,
-                                         self->id, pid, exit_status, (guint64) exited_at);
+  shimwatch_publisher_emit (self->env->publisher, "TaskExit",
+                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
+                                                                self->id, pid, exit_status,
+                                                                (guint64) exited_at));
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "exit", pid,
                                     TRUE, exit_status, reason);
 }
@@ -265,8 +256,9 @@ remove_dead_socket (ShimwatchContainerdTask *self)
   if (socket_path != NULL && self->shim_died &&
       shimwatch_containerd_connection_get_n_tasks (self->connection) <= 1 &&
       !shimwatch_containerd_socket_answers (socket_path) && g_unlink (socket_path) == 0)
-    log_event (self, G_LOG_LEVEL_INFO, "cleaned", "removed the dead shim's socket %s",
-               socket_path);
+    shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                        "removed the dead shim's socket %s",
+                        socket_path);
 }
 
 /* TaskDelete exactly once, then the companion drops the object */
@@ -291,13 +283,15 @@ emit_delete_and_finish (ShimwatchContainerdTask *self)
   g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
   self->delete_emitted = TRUE;
   {
-    log_event (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
-               self->exit.pid, self->exit.exit_status);
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "delete"),
+                        "task deleted: pid %u, status %u",
+                        self->exit.pid, self->exit.exit_status);
     before_signal (self, "TaskDelete");
-    shimwatch_dbus_manager_emit_task_delete (manager (self), self->path, self->namespace_,
-                                             self->id, self->id, self->exit.pid,
-                                             self->exit.exit_status,
-                                             (guint64) self->exit.exited_at);
+    shimwatch_publisher_emit (self->env->publisher, "TaskDelete",
+                              shimwatch_publisher_task_exit_args (self->path, self->namespace_,
+                                                                  self->id, self->exit.pid,
+                                                                  self->exit.exit_status,
+                                                                  (guint64) self->exit.exited_at));
   }
   shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "delete",
                                     self->exit.pid, TRUE, self->exit.exit_status, NULL);
@@ -326,12 +320,13 @@ takeover_cb (GObject      *source,
   self->took_over = TRUE;
   if (outcome->delete_ok)
     {
-      log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
-                 "took over containerd's cleanup: shim delete reported pid %u, status %u%s%s%s",
-                 outcome->deleted.pid, outcome->deleted.exit_status,
-                 outcome->removed ? "; bundle and work directory removed" : "; ",
-                 outcome->removed ? "" : "bundle not removed: ",
-                 outcome->removed ? "" : outcome->remove_error);
+      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                          "took over containerd's cleanup: shim delete reported pid %u, "
+                          "status %u%s%s%s",
+                          outcome->deleted.pid, outcome->deleted.exit_status,
+                          outcome->removed ? "; bundle and work directory removed" : "; ",
+                          outcome->removed ? "" : "bundle not removed: ",
+                          outcome->removed ? "" : outcome->remove_error);
       emit_exit (self, outcome->deleted.pid != 0 ? outcome->deleted.pid :
                  shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
                  outcome->deleted.exit_status,
@@ -341,9 +336,9 @@ takeover_cb (GObject      *source,
     }
   else
     {
-      log_event (self, G_LOG_LEVEL_WARNING, "cleaned",
-                 "took over containerd's cleanup, but shim delete failed: %s; the bundle is "
-                 "left for containerd", outcome->delete_error);
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                          "took over containerd's cleanup, but shim delete failed: %s; the "
+                          "bundle is left for containerd", outcome->delete_error);
       emit_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), 255, 0,
                  "shim-died");
       self->cleanup_failed = TRUE;
@@ -370,13 +365,15 @@ start_takeover (ShimwatchContainerdTask *self,
   request->shim_binary = shimwatch_containerd_shim_binary (self->bundle, self->env->runtime_dirs,
                                                            &error);
   if (request->shim_binary == NULL)
-    log_event (self, G_LOG_LEVEL_WARNING, "cleaned", "no shim delete: %s", error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                        "no shim delete: %s", error->message);
   if (self->connection != NULL &&
       shimwatch_containerd_connection_get_socket_path (self->connection) != NULL)
     request->socket_path =
       g_strdup (shimwatch_containerd_connection_get_socket_path (self->connection));
   request->timeout_ms = self->env->delete_timeout_ms;
-  log_event (self, G_LOG_LEVEL_MESSAGE, "reap", "taking over containerd's cleanup: %s", why);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "reap"),
+                      "taking over containerd's cleanup: %s", why);
   shimwatch_containerd_takeover_async (self->env->takeovers, g_steal_pointer (&request),
                                        takeover_cb, g_object_ref (self));
 }
@@ -505,8 +502,9 @@ shimwatch_containerd_task_connected (ShimwatchContainerdTask *self,
   if (!self->exit_emitted && !self->disconnect_emitted)
     set_status (self, "running");
   save (self);
-  log_event (self, G_LOG_LEVEL_INFO, "readopt", "watching containerd's task (shim %u, task %u)",
-             shim_pid, task_pid);
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_CONTAINERD_EVENT (self, "readopt"),
+                      "watching containerd's task (shim %u, task %u)",
+                      shim_pid, task_pid);
 }
 
 void
@@ -538,8 +536,8 @@ shimwatch_containerd_task_shim_died (ShimwatchContainerdTask *self,
   if (self->bundle_gone || !bundle_exists (self))
     {
       self->bundle_gone = TRUE;
-      log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
-                 "containerd cleaned up after the dead shim; no delete of ours ran");
+      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                          "containerd cleaned up after the dead shim; no delete of ours ran");
       emit_delete_and_finish (self);
       return;
     }
@@ -602,8 +600,8 @@ shimwatch_containerd_task_bundle_removed (ShimwatchContainerdTask *self)
       return;
     }
   if (self->shim_died)
-    log_event (self, G_LOG_LEVEL_MESSAGE, "cleaned",
-               "containerd cleaned up after the dead shim; no delete of ours ran");
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "cleaned"),
+                        "containerd cleaned up after the dead shim; no delete of ours ran");
   emit_delete_and_finish (self);
 }
 
@@ -633,8 +631,8 @@ shimwatch_containerd_task_reap (ShimwatchContainerdTask *self,
       g_dbus_method_invocation_return_gerror (invocation, error);
       return;
     }
-  log_event (self, G_LOG_LEVEL_MESSAGE, "reap",
-             "Reap: killed the shim; containerd is left to clean up");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "reap"),
+                      "Reap: killed the shim; containerd is left to clean up");
 }
 
 void

@@ -18,6 +18,7 @@
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
+#include "shimwatch-publisher.h"
 #include "shimwatch-record-committer.h"
 #include "shimwatch-wire.h"
 
@@ -28,7 +29,8 @@ G_BEGIN_DECLS
 
 /* what every task of one watched containerd shares; owned by ShimwatchContainerd */
 typedef struct {
-  ShimwatchDbusManager  *manager;          /* signals are emitted on it */
+  ShimwatchPublisher    *publisher;        /* the lifecycle signals leave through it */
+  ShimwatchDbusManager  *manager;          /* Reap is completed on it */
   ShimwatchRecordCommitter *committer;     /* the tasks' records; NULL: none */
   ShimwatchHistory      *history;          /* lifecycle events go here too */
   ShimwatchContainerdTakeovers *takeovers; /* run `shim delete` for takeovers, a few at a time */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#define G_LOG_DOMAIN "shimwatch"
+#define G_LOG_DOMAIN "ShimwatchContainerd"
 
 #include "config.h"
 
@@ -436,7 +436,7 @@ shimwatch_containerd_records_settled (ShimwatchContainerd *self)
 
 ShimwatchContainerd *
 shimwatch_containerd_new (const ShimwatchConfig    *config,
-                          ShimwatchDbusManager     *manager,
+                          ShimwatchPublisher       *publisher,
                           GDBusObjectManagerServer *object_manager,
                           GDBusConnection          *connection,
                           ShimwatchSignalLedger    *ledger,
@@ -478,7 +478,8 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
   self->committer = shimwatch_record_committer_new (self->records_dir, ledger);
   if (connection != NULL)
     shimwatch_record_committer_set_connection (self->committer, connection);
-  self->env.manager = manager;
+  self->env.publisher = publisher;
+  self->env.manager = shimwatch_publisher_get_signals (publisher);
   self->env.committer = self->committer;
   self->env.history = g_object_ref (history);
   launcher = shimwatch_launcher_new (&launcher_config);

@@ -14,6 +14,7 @@
 #include "shimwatch-containerd-task.h"
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
+#include "shimwatch-publisher.h"
 #include "shimwatch-signal-ledger.h"
 
 G_BEGIN_DECLS
@@ -23,7 +24,7 @@ G_DECLARE_FINAL_TYPE (ShimwatchContainerd, shimwatch_containerd, SHIMWATCH, CONT
 
 /* @ledger: attached to @connection, the one the signals leave on */
 ShimwatchContainerd     *shimwatch_containerd_new      (const ShimwatchConfig    *config,
-                                                        ShimwatchDbusManager     *manager,
+                                                        ShimwatchPublisher       *publisher,
                                                         GDBusObjectManagerServer *object_manager,
                                                         GDBusConnection          *connection,
                                                         ShimwatchSignalLedger    *ledger,

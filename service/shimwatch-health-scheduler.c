@@ -37,8 +37,10 @@ struct _ShimwatchHealthScheduler
   gint64   tick_started;  /* the answers of checks sent before it are read in this tick */
   guint    to_send;       /* checks of the current tick not started yet */
   double   credit;        /* checks owed, carried from tick to tick */
-  guint64  n_ticks;
-  guint64  n_checks;
+#ifdef SHIMWATCH_TEST_HOOKS
+  guint64  n_ticks;       /* tests */
+  guint64  n_checks;      /* tests */
+#endif
 };
 
 G_DEFINE_TYPE (ShimwatchHealthScheduler, shimwatch_health_scheduler, G_TYPE_OBJECT)
@@ -193,7 +195,9 @@ start_tick (ShimwatchHealthScheduler *self,
   guint tick_ms = shimwatch_health_scheduler_get_tick_ms (self);
   guint quota;
 
+#ifdef SHIMWATCH_TEST_HOOKS
   self->n_ticks++;
+#endif
   self->tick_started = now;
   if (tick_ms == 0)
     {
@@ -256,7 +260,9 @@ tick_cb (gpointer user_data)
         continue;
       target->in_flight = TRUE;
       target->ref_count++;
+#ifdef SHIMWATCH_TEST_HOOKS
       self->n_checks++;
+#endif
       sends++;
       shimwatch_task_client_probe_async (target->client, self->timeout_ms, check_done_cb, target);
       /* after the call's own clock: the deadline here is never before the one it sent */
@@ -330,6 +336,14 @@ shimwatch_health_scheduler_remove (ShimwatchHealthScheduler *self,
   target_unref (target);
 }
 
+guint
+shimwatch_health_scheduler_get_n_targets (ShimwatchHealthScheduler *self)
+{
+  g_return_val_if_fail (SHIMWATCH_IS_HEALTH_SCHEDULER (self), 0);
+  return self->ring.length;
+}
+
+#ifdef SHIMWATCH_TEST_HOOKS
 void
 shimwatch_health_scheduler_set_min_tick (ShimwatchHealthScheduler *self,
                                          guint                     min_tick_ms)
@@ -339,13 +353,6 @@ shimwatch_health_scheduler_set_min_tick (ShimwatchHealthScheduler *self,
 
   self->min_tick_ms = min_tick_ms;
   tick_sooner (self);
-}
-
-guint
-shimwatch_health_scheduler_get_n_targets (ShimwatchHealthScheduler *self)
-{
-  g_return_val_if_fail (SHIMWATCH_IS_HEALTH_SCHEDULER (self), 0);
-  return self->ring.length;
 }
 
 guint64
@@ -361,6 +368,7 @@ shimwatch_health_scheduler_get_n_checks (ShimwatchHealthScheduler *self)
   g_return_val_if_fail (SHIMWATCH_IS_HEALTH_SCHEDULER (self), 0);
   return self->n_checks;
 }
+#endif
 
 ShimwatchHealthScheduler *
 shimwatch_health_scheduler_new (guint interval_ms,

@@ -53,9 +53,11 @@ typedef void (*ShimwatchHealthFunc) (gboolean responsive,
 
 ShimwatchHealthScheduler *shimwatch_health_scheduler_new            (guint                     interval_ms,
                                                                      guint                     timeout_ms);
-/* tests: a shorter shortest tick than SHIMWATCH_HEALTH_MIN_TICK_MS */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): a shorter shortest tick than SHIMWATCH_HEALTH_MIN_TICK_MS */
 void                      shimwatch_health_scheduler_set_min_tick   (ShimwatchHealthScheduler *self,
                                                                      guint                     min_tick_ms);
+#endif
 
 /* Checks @client's shim from one interval from now on, until removed */
 ShimwatchHealthTarget    *shimwatch_health_scheduler_add            (ShimwatchHealthScheduler *self,
@@ -69,8 +71,10 @@ void                      shimwatch_health_scheduler_remove         (ShimwatchHe
 guint                     shimwatch_health_scheduler_get_n_targets  (ShimwatchHealthScheduler *self);
 /* the time between two ticks now (0: no ticks, nothing to check) */
 guint                     shimwatch_health_scheduler_get_tick_ms    (ShimwatchHealthScheduler *self);
-/* ticks so far, and checks started so far */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests: ticks so far, and checks started so far */
 guint64                   shimwatch_health_scheduler_get_n_ticks    (ShimwatchHealthScheduler *self);
 guint64                   shimwatch_health_scheduler_get_n_checks   (ShimwatchHealthScheduler *self);
+#endif
 
 G_END_DECLS

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#define G_LOG_DOMAIN "Shimwatch"
+#define G_LOG_DOMAIN "ShimwatchDaemon"
 
 #include "config.h"
 

@@ -56,9 +56,39 @@ void        shimwatch_log_task_full  (const char             *log_domain,
                                       const char             *format,
                                       ...) G_GNUC_PRINTF (7, 8);
 
-/* in the caller's G_LOG_DOMAIN, with its CODE_FILE, CODE_LINE and CODE_FUNC */
+/* -- the family: every line about a task -----------------------------------------------
+ *
+ *   shimwatch_log_task (level, FIELDS, format, ...)
+ *
+ * in the caller's G_LOG_DOMAIN (every file of service/ spells its domain Shimwatch<Part>:
+ * ShimwatchShim, ShimwatchCleanup, ShimwatchContainerd, ...), with its CODE_FILE,
+ * CODE_LINE and CODE_FUNC, FIELDS being one of the LOG_* below (bolt-log.h's LOG_DEV()
+ * and the like are the model). Lines about no task are plain g_debug() .. g_warning(). */
 #define shimwatch_log_task(level, task, ...) \
   shimwatch_log_task_full (G_LOG_DOMAIN, (level), __FILE__, G_STRINGIFY (__LINE__), G_STRFUNC, \
                            (task), __VA_ARGS__)
+
+/* the task @owner is about (anything with the members namespace_ and id: a shim, a cleanup
+ * request, a task's log): SHIMWATCH_NAMESPACE and SHIMWATCH_TASK_ID */
+#define LOG_TASK(owner) \
+  (&(ShimwatchLogTask) { .namespace_ = (owner)->namespace_, .id = (owner)->id })
+
+/* a lifecycle event (a string: "exit", "delete", ...) of the task on the bus @shim, with
+ * the members namespace_ and id (a ShimwatchShim, a ShimwatchContainerdTask): also
+ * SHIMWATCH_EVENT with the event's MESSAGE_ID, SHIMWATCH_SHIM_PID and SHIMWATCH_TASK_PID */
+#define LOG_EVENT_PREFIXED(shim, event_name, message_prefix) \
+  (&(ShimwatchLogTask) { \
+     .namespace_ = (shim)->namespace_, \
+     .id = (shim)->id, \
+     .event = (event_name), \
+     .has_pids = TRUE, \
+     .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (shim)), \
+     .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (shim)), \
+     .prefix = (message_prefix), \
+   })
+/* the service's own task: MESSAGE "<namespace>/<id>: ..." */
+#define LOG_EVENT(shim, event_name) LOG_EVENT_PREFIXED (shim, event_name, NULL)
+/* containerd's task: MESSAGE "containerd <namespace>/<id>: ..." */
+#define LOG_CONTAINERD_EVENT(task, event_name) LOG_EVENT_PREFIXED (task, event_name, "containerd ")
 
 G_END_DECLS

@@ -2,7 +2,7 @@
  *
  * shimwatchd: supervises containerd runtime-v2 shims and cleans up after any that dies.
  */
-#define G_LOG_DOMAIN "Shimwatch"
+#define G_LOG_DOMAIN "ShimwatchDaemon"
 
 #include "config.h"
 

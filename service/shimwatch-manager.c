@@ -859,7 +859,7 @@ shimwatch_manager_export (ShimwatchManager  *self,
   shimwatch_publisher_attach (self->publisher, connection);
   if (self->config->containerd_enable)
     {
-      self->containerd = shimwatch_containerd_new (self->config, SHIMWATCH_DBUS_MANAGER (self),
+      self->containerd = shimwatch_containerd_new (self->config, self->publisher,
                                                    self->object_manager, connection,
                                                    shimwatch_publisher_get_ledger (self->publisher),
                                                    self->history, error);

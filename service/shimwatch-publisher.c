@@ -103,6 +103,49 @@ shimwatch_publisher_emit (ShimwatchPublisher *self,
     g_debug ("%s not sent: %s", member, error->message);
 }
 
+void
+shimwatch_publisher_emit_shim_disconnected (ShimwatchPublisher *self,
+                                            const char         *path,
+                                            const char         *namespace_,
+                                            const char         *id,
+                                            guint32             shim_pid)
+{
+  shimwatch_publisher_emit (self, "ShimDisconnected",
+                            g_variant_new ("(ossu)", path, namespace_, id, shim_pid));
+}
+
+void
+shimwatch_publisher_emit_task_create (ShimwatchPublisher *self,
+                                      const char         *path,
+                                      const char         *namespace_,
+                                      const char         *id,
+                                      const char         *bundle,
+                                      guint32             pid)
+{
+  shimwatch_publisher_emit (self, "TaskCreate",
+                            g_variant_new ("(osssu)", path, namespace_, id, bundle, pid));
+}
+
+void
+shimwatch_publisher_emit_task_start (ShimwatchPublisher *self,
+                                     const char         *path,
+                                     const char         *namespace_,
+                                     const char         *id,
+                                     guint32             pid)
+{
+  shimwatch_publisher_emit (self, "TaskStart",
+                            g_variant_new ("(ossu)", path, namespace_, id, pid));
+}
+
+void
+shimwatch_publisher_emit_task_oom (ShimwatchPublisher *self,
+                                   const char         *path,
+                                   const char         *namespace_,
+                                   const char         *id)
+{
+  shimwatch_publisher_emit (self, "TaskOOM", g_variant_new ("(oss)", path, namespace_, id));
+}
+
 GVariant *
 shimwatch_publisher_task_exit_args (const char *path,
                                     const char *namespace_,

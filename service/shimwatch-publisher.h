@@ -37,6 +37,30 @@ ShimwatchDbusManager  *shimwatch_publisher_get_signals     (ShimwatchPublisher  
 void                   shimwatch_publisher_emit            (ShimwatchPublisher   *self,
                                                             const char           *member,
                                                             GVariant             *parameters);
+/* The one way out for each Manager signal (nothing in service/ calls the generated
+ * shimwatch_dbus_manager_emit_*()): TaskExit and TaskDelete go through
+ * shimwatch_publisher_emit() with shimwatch_publisher_task_exit_args(), the others
+ * through these. @path is the task's object path. */
+void                   shimwatch_publisher_emit_shim_disconnected (ShimwatchPublisher *self,
+                                                                   const char         *path,
+                                                                   const char         *namespace_,
+                                                                   const char         *id,
+                                                                   guint32             shim_pid);
+void                   shimwatch_publisher_emit_task_create (ShimwatchPublisher *self,
+                                                             const char         *path,
+                                                             const char         *namespace_,
+                                                             const char         *id,
+                                                             const char         *bundle,
+                                                             guint32             pid);
+void                   shimwatch_publisher_emit_task_start  (ShimwatchPublisher *self,
+                                                             const char         *path,
+                                                             const char         *namespace_,
+                                                             const char         *id,
+                                                             guint32             pid);
+void                   shimwatch_publisher_emit_task_oom    (ShimwatchPublisher *self,
+                                                             const char         *path,
+                                                             const char         *namespace_,
+                                                             const char         *id);
 /* TaskExit's and TaskDelete's arguments, (osssuut), floating: the task's object path,
  * namespace, id (container and exec id), pid, exit status and time */
 GVariant              *shimwatch_publisher_task_exit_args  (const char           *path,

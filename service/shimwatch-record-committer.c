@@ -63,7 +63,9 @@ struct _ShimwatchRecordCommitter
   GPtrArray             *flush_waiting;   /* PathState: removals the running flush covers */
   GPtrArray             *flush_next;      /* PathState: removals for the next flush */
   gboolean               flush_running;
-  guint                  n_flushes;       /* for tests */
+#ifdef SHIMWATCH_TEST_HOOKS
+  guint                  n_flushes;       /* tests */
+#endif
 };
 
 /* a task's marks file, open from its first record (or mark) to its removal */
@@ -298,7 +300,9 @@ start_flush (ShimwatchRecordCommitter *self)
   self->flush_next = g_ptr_array_new ();
   g_ptr_array_extend_and_steal (self->flush_waiting, g_steal_pointer (&next));
   self->flush_running = TRUE;
+#ifdef SHIMWATCH_TEST_HOOKS
   self->n_flushes++;
+#endif
   /* the committer outlives the flush: free() drains first */
   g_dbus_connection_flush (self->connection, NULL, flush_done_cb, self);
 }
@@ -592,11 +596,13 @@ shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self)
   return self->queue;
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 guint
 shimwatch_record_committer_get_n_flushes (ShimwatchRecordCommitter *self)
 {
   return self->n_flushes;
 }
+#endif
 
 ShimwatchRecordCommitter *
 shimwatch_record_committer_new (const char            *records_dir,

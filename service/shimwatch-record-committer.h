@@ -72,7 +72,9 @@ gboolean shimwatch_record_committer_is_idle (ShimwatchRecordCommitter *self);
 gboolean shimwatch_record_committer_drain   (ShimwatchRecordCommitter *self,
                                              guint                     timeout_ms);
 ShimwatchCommitQueue *shimwatch_record_committer_get_queue (ShimwatchRecordCommitter *self);
-/* (tests) how many removals waited for a flush of the connection */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): how many removals waited for a flush of the connection */
 guint    shimwatch_record_committer_get_n_flushes (ShimwatchRecordCommitter *self);
+#endif
 
 G_END_DECLS

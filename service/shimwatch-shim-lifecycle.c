@@ -17,12 +17,6 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-shim-private.h"
 
-static ShimwatchDbusManager *
-manager_iface (ShimwatchShim *self)
-{
-  return shimwatch_publisher_get_signals (self->services.publisher);
-}
-
 static void
 publish_state (ShimwatchShim *self)
 {
@@ -149,7 +143,8 @@ shimwatch_shim_save (ShimwatchShim *self)
   /* a record that cannot be written is logged, never fatal: supervision goes on */
   if (!shimwatch_record_committer_save (shimwatch_publisher_get_committer (self->services.publisher), &record,
                                         &error))
-    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
+                        "cannot write task record: %s",
                         error->message);
 }
 
@@ -180,7 +175,8 @@ before_signal (ShimwatchShim *self,
   record.pending_signal = (char *) member;
   if (!shimwatch_record_committer_expect (shimwatch_publisher_get_committer (self->services.publisher), &record,
                                           self->path, settled_point, &error))
-    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "cannot write task record: %s",
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
+                        "cannot write task record: %s",
                         error->message);
   /* (tests) the signals before this one are on the bus, its own mark says pending */
   shimwatch_signal_ledger_crash_point_after_earlier (
@@ -213,7 +209,8 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
   /* a client that sees TaskExit already sees the properties that go with it (after a
    * dead shim, with Status: one PropertiesChanged) */
   shimwatch_shim_flush_changes (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "task exited: pid %u, status %u (%s)", pid,
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
+                      "task exited: pid %u, status %u (%s)", pid,
                       exit_status, reason);
   before_signal (self, member, "exit-prepared", "exit-emitted");
   shimwatch_publisher_emit (self->services.publisher, member,
@@ -239,7 +236,8 @@ emit_task_delete_and_finish (ShimwatchShim *self,
       const char *member =
         shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
 
-      shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "delete", "task deleted: pid %u, status %u",
+      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "delete"),
+                          "task deleted: pid %u, status %u",
                           self->exit.pid, self->exit.exit_status);
       before_signal (self, member, "delete-prepared", "delete-emitted");
       shimwatch_publisher_emit (self->services.publisher, member,
@@ -375,7 +373,8 @@ crash_cleanup_done_cb (GObject      *source,
         shimwatch_shim_emit_task_exit (self, shimwatch_dbus_shim_get_task_pid (iface), 255, g_get_real_time (),
                                        "unknown");
     }
-  shimwatch_shim_log (self, outcome->delete_ok ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_WARNING, "cleaned",
+  shimwatch_log_task (outcome->delete_ok ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_WARNING,
+                      LOG_EVENT (self, "cleaned"),
                       "cleanup after dead shim finished%s%s",
                       outcome->delete_ok ? "" : ": delete failed: ",
                       outcome->delete_ok ? "" : outcome->delete_error);
@@ -391,7 +390,7 @@ normal_cleanup_done_cb (GObject      *source,
   g_autoptr(ShimwatchCleanupResult) outcome = NULL;
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
-  shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "cleaned", "shim torn down after delete");
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "cleaned"), "shim torn down after delete");
   emit_task_delete_and_finish (self, FALSE, !outcome->delete_ok);
 }
 
@@ -431,7 +430,7 @@ kill_shim_process (ShimwatchShim *self)
       if (ready > 0 && pidfd == self->shim_pidfd && self->shim_dead_at == 0)
         self->shim_dead_at = g_get_monotonic_time ();
       else if (ready == 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
-        shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+        shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
                             "sent SIGKILL to shim process %u, still there at the disconnection",
                             pid);
     }
@@ -474,10 +473,9 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
             shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
 
           before_signal (self, member, "disconnected-prepared", "disconnected");
-          shimwatch_publisher_emit (self->services.publisher, member,
-                                    g_variant_new ("(ossu)", self->path, self->namespace_,
-                                                   self->id,
-                                                   shimwatch_dbus_shim_get_shim_pid (iface)));
+          shimwatch_publisher_emit_shim_disconnected (self->services.publisher, self->path,
+                                                      self->namespace_, self->id,
+                                                      shimwatch_dbus_shim_get_shim_pid (iface));
           disconnected = TRUE;
         }
       if (changed)
@@ -511,7 +509,8 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
       return;
     }
 
-  shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected", "shim disconnected (%s)", reason);
+  shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "disconnected"),
+                      "shim disconnected (%s)", reason);
   if (disconnected)
     shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
                                 reason);
@@ -523,7 +522,7 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
    * processes of the machine looked at, for those working in the task directory. */
   if (self->cgroup_path == NULL &&
       shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "disconnected",
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
                         "killed what was still running in %s", self->task_dir);
 
   /* a task whose exit is already known is not killed again: its real status stays */
@@ -553,7 +552,8 @@ shimwatch_shim_find_cgroup (ShimwatchShim *self,
     return;
   self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
   if (self->cgroup == NULL)
-    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create", "cannot find the cgroup of task process %u: %s",
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
+                        "cannot find the cgroup of task process %u: %s",
                         pid, error->message);
 }
 
@@ -573,11 +573,12 @@ shimwatch_shim_set_created (ShimwatchShim *self,
       self->task_pidfd = pidfd_open ((pid_t) pid, 0);
       self->task_start_time = shimwatch_process_start_time (pid);
       if (self->task_pidfd < 0)
-        shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create", "cannot watch task process %u: %s", pid,
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
+                            "cannot watch task process %u: %s", pid,
                             g_strerror (errno));
     }
   shimwatch_shim_find_cgroup (self, pid);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "create", "task created: pid %u", pid);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "create"), "task created: pid %u", pid);
 }
 
 void
@@ -589,7 +590,7 @@ shimwatch_shim_set_started (ShimwatchShim *self,
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
   shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "start", "task started: pid %u", pid);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
   /* during CreateTask the history hears of it with the create, once the task is handed out */
   if (self->persistent)
     shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
@@ -601,7 +602,6 @@ void
 shimwatch_shim_handle_event (ShimwatchShim        *self,
                              const ShimwatchEvent *event)
 {
-  ShimwatchDbusManager *manager = manager_iface (self);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
@@ -617,14 +617,15 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
     case SHIMWATCH_EVENT_TASK_CREATE:
       if (shimwatch_dbus_shim_get_task_pid (iface) == 0)
         shimwatch_dbus_shim_set_task_pid (iface, event->pid);
-      shimwatch_dbus_manager_emit_task_create (manager, self->path, self->namespace_, self->id,
-                                               event->bundle != NULL ? event->bundle : "",
-                                               event->pid);
+      shimwatch_publisher_emit_task_create (self->services.publisher, self->path,
+                                            self->namespace_, self->id,
+                                            event->bundle != NULL ? event->bundle : "",
+                                            event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_START:
       shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
-      shimwatch_dbus_manager_emit_task_start (manager, self->path, self->namespace_, self->id,
-                                              event->pid);
+      shimwatch_publisher_emit_task_start (self->services.publisher, self->path,
+                                           self->namespace_, self->id, event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_EXIT:
       /* exits of exec'd processes are not the task's */
@@ -635,7 +636,8 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
                                      event->exited_at != 0 ? event->exited_at : g_get_real_time (), NULL);
       break;
     case SHIMWATCH_EVENT_TASK_OOM:
-      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "oom", "task hit its memory limit");
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "oom"),
+                          "task hit its memory limit");
       self->oom = TRUE;
       /* the OOM event may come after the exit it caused */
       if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
@@ -643,7 +645,8 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
           g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
         shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
       shimwatch_shim_save (self);
-      shimwatch_dbus_manager_emit_task_oom (manager, self->path, self->namespace_, self->id);
+      shimwatch_publisher_emit_task_oom (self->services.publisher, self->path, self->namespace_,
+                                         self->id);
       shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:

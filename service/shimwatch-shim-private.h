@@ -87,18 +87,6 @@ enum {
 };
 extern guint shimwatch_shim_signals[N_SIGNALS];
 
-/* one structured line per lifecycle event, with the task's fields */
-#define shimwatch_shim_log(self, level, event_, ...) \
-  shimwatch_log_task ((level), \
-                      (&(ShimwatchLogTask) { \
-                        .namespace_ = (self)->namespace_, \
-                        .id = (self)->id, \
-                        .event = (event_), \
-                        .has_pids = TRUE, \
-                        .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)), \
-                        .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), \
-                      }), __VA_ARGS__)
-
 /* shimwatch-shim-lifecycle.c */
 /* the only writer of Status and of the lifecycle signals' flags: feeds @input to the
  * state machine and publishes its state; returns the signal that must go out now (its

@@ -32,13 +32,15 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
    * when the record was loaded */
   shimwatch_shim_restore_state (self, record);
   if (record->pending_signal != NULL && !record->pending_sent)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record",
-                        "%s was about to go out when the service stopped, but did not: it is sent now",
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"),
+                        "%s was about to go out when the service stopped, but did not: it is "
+                        "sent now",
                         record->pending_signal);
   if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
     shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
   else if (record->cgroup_path != NULL)
-    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "record", "ignoring the record's cgroup \"%s\"",
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
+                        "ignoring the record's cgroup \"%s\"",
                         record->cgroup_path);
   shimwatch_dbus_shim_set_address (iface, record->address);
   shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
@@ -86,7 +88,8 @@ readopt_state_cb (GObject      *source,
   if (!shimwatch_task_client_state_finish (SHIMWATCH_TASK_CLIENT (source), result, &state,
                                            &error))
     {
-      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "readopt", "State after reconnecting: %s",
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "readopt"),
+                          "State after reconnecting: %s",
                           error->message);
       return;
     }
@@ -114,7 +117,7 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   shimwatch_shim_attach (self, handle);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "readopt", "shim %u taken over again",
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "readopt"), "shim %u taken over again",
                       handle->shim_pid);
   /* what arrived while it was being reached: the shim's events, then the calls */
   shimwatch_shim_replay_early_events (self);

@@ -99,6 +99,37 @@ shimwatch_shim_state_to_status (ShimwatchShimState state)
   return statuses[state];
 }
 
+#define STATE_BIT(state) (1u << SHIMWATCH_SHIM_STATE_ ## state)
+
+/* for each action, the states that allow it */
+static const guint allowed_in[SHIMWATCH_SHIM_N_ACTIONS] = {
+  [SHIMWATCH_SHIM_ACTION_START] = STATE_BIT (CREATED),
+  [SHIMWATCH_SHIM_ACTION_KILL] = STATE_BIT (CREATED) | STATE_BIT (RUNNING) | STATE_BIT (PAUSED),
+  [SHIMWATCH_SHIM_ACTION_STOP] = STATE_BIT (CREATED) | STATE_BIT (RUNNING),
+  [SHIMWATCH_SHIM_ACTION_PAUSE] = STATE_BIT (RUNNING),
+  [SHIMWATCH_SHIM_ACTION_RESUME] = STATE_BIT (PAUSED),
+  [SHIMWATCH_SHIM_ACTION_DELETE] = ((1u << SHIMWATCH_SHIM_N_STATES) - 1) &
+                                   ~(STATE_BIT (RUNNING) | STATE_BIT (PAUSED)),
+  [SHIMWATCH_SHIM_ACTION_PROCESSES] = STATE_BIT (CREATED) | STATE_BIT (RUNNING) |
+                                      STATE_BIT (PAUSED),
+};
+
+gboolean
+shimwatch_shim_state_allows (ShimwatchShimState  state,
+                             ShimwatchShimAction action)
+{
+  g_return_val_if_fail (state < SHIMWATCH_SHIM_N_STATES, FALSE);
+  g_return_val_if_fail (action < SHIMWATCH_SHIM_N_ACTIONS, FALSE);
+  return (allowed_in[action] & (1u << state)) != 0;
+}
+
+gboolean
+shimwatch_shim_state_is_stopped (ShimwatchShimState state)
+{
+  return state == SHIMWATCH_SHIM_STATE_STOPPED || state == SHIMWATCH_SHIM_STATE_DELETED ||
+         state == SHIMWATCH_SHIM_STATE_TEARDOWN;
+}
+
 const char *
 shimwatch_shim_input_to_string (ShimwatchShimInput input)
 {

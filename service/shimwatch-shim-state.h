@@ -116,6 +116,25 @@ gboolean           shimwatch_shim_machine_has_sent (const ShimwatchShimMachine *
                                                     ShimwatchLifecycleSignal    signal);
 /* the shim is gone or going: this run's cleanup (or teardown) has started */
 gboolean           shimwatch_shim_machine_is_cleaning (const ShimwatchShimMachine *machine);
+/* what a caller asks of a task on the bus, as far as the task's state decides it (the
+ * link to the shim is checked apart) */
+typedef enum {
+  SHIMWATCH_SHIM_ACTION_START,       /* Start: a created task */
+  SHIMWATCH_SHIM_ACTION_KILL,        /* Kill: a task with a process (created, running, paused) */
+  SHIMWATCH_SHIM_ACTION_STOP,        /* Stop: created or running (a paused one is resumed first) */
+  SHIMWATCH_SHIM_ACTION_PAUSE,       /* Pause: a running task */
+  SHIMWATCH_SHIM_ACTION_RESUME,      /* Resume: a paused task */
+  SHIMWATCH_SHIM_ACTION_DELETE,      /* Delete: any task but a running or paused one */
+  SHIMWATCH_SHIM_ACTION_PROCESSES,   /* GetStats, ListPids: created, running or paused */
+  SHIMWATCH_SHIM_N_ACTIONS
+} ShimwatchShimAction;
+
+/* whether a task in @state may be asked @action: the one answer the method guards ask
+ * for, instead of reading the Status string */
+gboolean           shimwatch_shim_state_allows     (ShimwatchShimState          state,
+                                                    ShimwatchShimAction         action);
+/* the task has ended, whether deleted or not (Status "stopped") */
+gboolean           shimwatch_shim_state_is_stopped (ShimwatchShimState          state);
 /* the Status property of a state */
 const char        *shimwatch_shim_state_to_status  (ShimwatchShimState          state);
 const char        *shimwatch_shim_input_to_string  (ShimwatchShimInput          input);

@@ -55,9 +55,9 @@ shim_process_exited_cb (int                   fd,
     {
       /* and may hold the shim's FIFOs too: they are read to the end */
       self->shim_dead_at = -1;
-      shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "disconnected",
-                          "shim process %u is dead but its connection is still open (a child of the "
-                          "shim holds the socket); treating the shim as gone",
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "disconnected"),
+                          "shim process %u is dead but its connection is still open (a child of "
+                          "the shim holds the socket); treating the shim as gone",
                           shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)));
       shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
     }
@@ -77,9 +77,9 @@ health_changed_cb (gboolean responsive,
     return;
   shimwatch_dbus_shim_set_responsive (iface, responsive);
   if (responsive)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "responsive", "shim answers again");
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "responsive"), "shim answers again");
   else
-    shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "unresponsive",
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "unresponsive"),
                         "shim does not answer within %u ms; Reap can clean it up",
                         SHIMWATCH_HEALTH_TIMEOUT_MS);
   if (!responsive && shimwatch_publisher_get_metrics (self->services.publisher) != NULL)
@@ -119,7 +119,7 @@ shimwatch_shim_attach (ShimwatchShim       *self,
                                                          shim_process_exited_cb, self, NULL,
                                                          &error);
           if (self->shim_pidfd_watch == NULL)
-            shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "create",
+            shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
                                 "cannot watch shim process %u: %s (its death is seen when "
                                 "its socket closes)", handle->shim_pid, error->message);
         }

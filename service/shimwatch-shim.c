@@ -147,11 +147,12 @@ return_rpc_error (GDBusMethodInvocation *invocation,
   g_dbus_method_invocation_return_gerror (invocation, converted);
 }
 
+/* the state machine decides; the Status string is only what the caller is told */
 static gboolean
-status_is (ShimwatchShim *self,
-           const char    *status)
+allows (ShimwatchShim      *self,
+        ShimwatchShimAction action)
 {
-  return g_strcmp0 (shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self)), status) == 0;
+  return shimwatch_shim_state_allows (self->machine.state, action);
 }
 
 /* the runtime refused because of the task's state (it exited meanwhile, it is not
@@ -165,7 +166,8 @@ return_lifecycle_error (ShimwatchShim         *self,
   if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND) ||
       g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_FAILED_PRECONDITION))
     {
-      shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "record", "%s refused by the runtime: %s", operation,
+      shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
+                          "%s refused by the runtime: %s", operation,
                           error->message);
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_BAD_STATE,
@@ -235,18 +237,18 @@ start_rpc_cb (GObject      *source,
 /* Start and Kill of a task in the wrong state are the caller's mistake, not the shim's:
  * BadState, before the shim is asked (it would answer in runc's words, as a failure) */
 static gboolean
-require_status (ShimwatchShim         *self,
-                GDBusMethodInvocation *invocation,
-                const char            *action,
-                const char * const    *allowed)
+require_state (ShimwatchShim         *self,
+               GDBusMethodInvocation *invocation,
+               const char            *why,
+               ShimwatchShimAction    action)
 {
-  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
-  if (g_strv_contains (allowed, status))
+  if (allows (self, action))
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s is %s: %s", self->namespace_, self->id,
-                                         status, action);
+                                         shimwatch_dbus_shim_get_status (iface), why);
   return FALSE;
 }
 
@@ -255,10 +257,9 @@ start_authorized (ShimwatchShim         *self,
                   GDBusMethodInvocation *invocation,
                   gpointer               data)
 {
-  static const char * const startable[] = { "created", NULL };
-
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a created task can be started", startable))
+      !require_state (self, invocation, "only a created task can be started",
+                      SHIMWATCH_SHIM_ACTION_START))
     return;
   shimwatch_task_client_start_async (self->handle->client, RPC_TIMEOUT_MS, start_rpc_cb,
                                      call_context_new (self, invocation));
@@ -302,13 +303,13 @@ kill_authorized (ShimwatchShim         *self,
                  GDBusMethodInvocation *invocation,
                  gpointer               data)
 {
-  static const char * const killable[] = { "created", "running", "paused", NULL };
   GVariant *parameters = g_dbus_method_invocation_get_parameters (invocation);
   guint32 signal_number;
   gboolean all;
 
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "it has no process to signal", killable))
+      !require_state (self, invocation, "it has no process to signal",
+                      SHIMWATCH_SHIM_ACTION_KILL))
     return;
   g_variant_get (parameters, "(ub)", &signal_number, &all);
   shimwatch_task_client_kill_async (self->handle->client, signal_number, all, RPC_TIMEOUT_MS,
@@ -364,7 +365,7 @@ delete_rpc_cb (GObject      *source,
       if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED) ||
           g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
         {
-          shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "delete",
+          shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "delete"),
                               "delete found the shim gone (%s); cleaning up", error->message);
           if (!shimwatch_shim_is_cleaning (self))
             shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
@@ -400,18 +401,9 @@ delete_authorized (ShimwatchShim         *self,
                    GDBusMethodInvocation *invocation,
                    gpointer               data)
 {
-  const char *status = shimwatch_dbus_shim_get_status (SHIMWATCH_DBUS_SHIM (self));
-
-  if (!require_connected (self, invocation))
+  if (!require_connected (self, invocation) ||
+      !require_state (self, invocation, "kill it first", SHIMWATCH_SHIM_ACTION_DELETE))
     return;
-  if (g_strcmp0 (status, "running") == 0 || g_strcmp0 (status, "paused") == 0)
-    {
-      g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
-                                             SHIMWATCH_ERROR_BAD_STATE,
-                                             "task %s/%s is %s: kill it first", self->namespace_,
-                                             self->id, status);
-      return;
-    }
   self->delete_invocation = invocation;
   shimwatch_task_client_delete_async (self->handle->client, RPC_TIMEOUT_MS, delete_rpc_cb,
                                       g_object_ref (self));
@@ -608,7 +600,7 @@ stop_signal_cb (GObject      *source,
   /* "not found": the process is gone already, and its exit is on its way */
   if (g_error_matches (error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_GRPC_NOT_FOUND))
     return;
-  shimwatch_shim_log (self, G_LOG_LEVEL_WARNING, "exit", "Stop: %s", error->message);
+  shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "exit"), "Stop: %s", error->message);
   if (!self->stop_killed)
     {
       /* SIGTERM did not go through: SIGKILL at once */
@@ -636,7 +628,8 @@ stop_timer_cb (gpointer user_data)
       return G_SOURCE_REMOVE;
     }
   self->stop_killed = TRUE;
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: still running, sending SIGKILL");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
+                      "Stop: still running, sending SIGKILL");
   self->stop_timer = g_timeout_add (STOP_KILL_GRACE_MS, stop_timer_cb, self);
   if (shimwatch_shim_is_connected (self) && self->handle != NULL)
     shimwatch_task_client_kill_async (self->handle->client, SIGKILL, TRUE, RPC_TIMEOUT_MS,
@@ -652,14 +645,15 @@ stop_authorized (ShimwatchShim         *self,
   guint timeout = GPOINTER_TO_UINT (data);
 
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation,
-                       "only a created or running task can be stopped (resume a paused one first)",
-                       (const char *[]) { "created", "running", NULL }))
+      !require_state (self, invocation,
+                      "only a created or running task can be stopped (resume a paused one first)",
+                      SHIMWATCH_SHIM_ACTION_STOP))
     return;
   g_ptr_array_add (self->stop_waiters, invocation);
   if (self->stop_waiters->len > 1)
     return;      /* a Stop is under way: its end answers this one too */
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "exit", "Stop: SIGTERM, SIGKILL in %u s", timeout);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
+                      "Stop: SIGTERM, SIGKILL in %u s", timeout);
   self->stop_timer = g_timeout_add (timeout * 1000, stop_timer_cb, self);
   shimwatch_task_client_kill_async (self->handle->client, SIGTERM, FALSE, RPC_TIMEOUT_MS,
                                     stop_signal_cb, g_object_ref (self));
@@ -701,7 +695,7 @@ pause_rpc_cb (GObject      *source,
     }
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task paused");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task paused");
   shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
 
@@ -711,8 +705,8 @@ pause_authorized (ShimwatchShim         *self,
                   gpointer               data)
 {
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a running task can be paused",
-                       (const char *[]) { "running", NULL }))
+      !require_state (self, invocation, "only a running task can be paused",
+                      SHIMWATCH_SHIM_ACTION_PAUSE))
     return;
   shimwatch_task_client_pause_async (self->handle->client, RPC_TIMEOUT_MS, pause_rpc_cb,
                                      call_context_new (self, invocation));
@@ -742,7 +736,7 @@ resume_rpc_cb (GObject      *source,
     }
   shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "record", "task resumed");
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task resumed");
   shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
 
@@ -752,8 +746,8 @@ resume_authorized (ShimwatchShim         *self,
                    gpointer               data)
 {
   if (!require_connected (self, invocation) ||
-      !require_status (self, invocation, "only a paused task can be resumed",
-                       (const char *[]) { "paused", NULL }))
+      !require_state (self, invocation, "only a paused task can be resumed",
+                      SHIMWATCH_SHIM_ACTION_RESUME))
     return;
   shimwatch_task_client_resume_async (self->handle->client, RPC_TIMEOUT_MS, resume_rpc_cb,
                                       call_context_new (self, invocation));
@@ -825,7 +819,8 @@ set_labels_authorized (ShimwatchShim         *self,
   g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{ss})", &labels);
   shimwatch_dbus_shim_set_labels (SHIMWATCH_DBUS_SHIM (self), labels);
   shimwatch_shim_save (self);
-  shimwatch_shim_log (self, G_LOG_LEVEL_INFO, "record", "labels replaced (%" G_GSIZE_FORMAT ")",
+  shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
+                      "labels replaced (%" G_GSIZE_FORMAT ")",
                       g_variant_n_children (labels));
   shimwatch_dbus_shim_complete_set_labels (SHIMWATCH_DBUS_SHIM (self), invocation);
 }
@@ -871,7 +866,7 @@ require_processes (ShimwatchShim         *self,
 {
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
       !shimwatch_shim_is_cleaning (self) && !shimwatch_shim_is_deleted (self) &&
-      (status_is (self, "created") || status_is (self, "running") || status_is (self, "paused")))
+      allows (self, SHIMWATCH_SHIM_ACTION_PROCESSES))
     return TRUE;
   g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR, SHIMWATCH_ERROR_BAD_STATE,
                                          "task %s/%s has no processes: it is %s",
@@ -941,7 +936,7 @@ list_pids (ShimwatchShim         *self,
            gpointer               data)
 {
   if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
-      status_is (self, "stopped"))
+      shimwatch_shim_state_is_stopped (self->machine.state))
     {
       shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
                                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
@@ -996,7 +991,7 @@ shimwatch_shim_kill_shim (ShimwatchShim  *self,
     }
   if (!shimwatch_shim_is_connected (self))
     return TRUE;          /* already on its way out */
-  shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "reap", "killing shim %u", pid);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "reap"), "killing shim %u", pid);
   if (pid == 0 || kill ((pid_t) pid, SIGKILL) != 0)
     {
       /* no process to kill: end the connection, which starts the same cleanup */
@@ -1051,7 +1046,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   if (shim_pid > 0)
     kill ((pid_t) shim_pid, SIGKILL);
   else if (shimwatch_cleanup_kill_processes_in (self->task_dir) > 0)
-    shimwatch_shim_log (self, G_LOG_LEVEL_MESSAGE, "create-failed",
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "create-failed"),
                         "killed the shim that never answered in %s", self->task_dir);
   request = shimwatch_shim_cleanup_request (self, TRUE);
   request->kill_cgroup = TRUE;

@@ -51,21 +51,36 @@ struct _ShimwatchSignalLedger
   GMutex           mutex;
   GCond            commit_given;     /* a filter waits on it: see n_waiting */
   guint            n_waiting;        /* filters waiting on commit_given */
-  guint            n_broadcasts;     /* (tests) of commit_given */
   GHashTable      *entries;          /* "member\nsubject" -> Entry (not settled yet) */
   GPtrArray       *settled;          /* Entry, for the main thread */
   GSource         *settle_source;    /* the idle that settles now */
   GSource         *settle_timer;     /* main thread: armed while signals are expected */
-  gboolean         eager;            /* every settle wakes the main thread (crash points) */
-  guint            n_wakeups;        /* (tests) by GDBus's thread */
   GDBusConnection *connection;       /* not owned: the one attached to, while open */
   int              fd;               /* its socket, or -1: polled by the filter only */
   gboolean         closed;
-  /* (tests) a crash point waiting for what went out before it: the filter of any
+#ifdef SHIMWATCH_TEST_HOOKS
+  guint            n_broadcasts;     /* tests: of commit_given */
+  guint            n_wakeups;        /* tests: by GDBus's thread */
+  gboolean         eager;            /* every settle wakes the main thread (crash points) */
+  /* tests: a crash point waiting for what went out before it: the filter of any
    * message sent after @halt_serial reaches it first, before any mark (see halt()) */
   const char      *halt_step;        /* static, or NULL */
   guint32          halt_serial;
+#endif
 };
+
+/* with a test's crash point armed, every settle wakes the main thread: a crash point
+ * after a signal means "right after it went out" (never in the shipped daemon) */
+static inline gboolean
+is_eager (ShimwatchSignalLedger *ledger)
+{
+#ifdef SHIMWATCH_TEST_HOOKS
+  return ledger->eager;
+#else
+  (void) ledger;
+  return FALSE;
+#endif
+}
 
 static Entry *
 entry_ref (Entry *entry)
@@ -107,8 +122,9 @@ shimwatch_signal_ledger_new (const char *interface_name)
   ledger->entries = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                            (GDestroyNotify) entry_unref);
   ledger->settled = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_unref);
-  /* a test's crash point after a signal means "right after it went out" */
+#ifdef SHIMWATCH_TEST_HOOKS
   ledger->eager = shimwatch_crash_point_any_armed ();
+#endif
   ledger->fd = -1;
   return ledger;
 }
@@ -227,7 +243,9 @@ commit_given_locked (ShimwatchSignalLedger *ledger)
 {
   if (ledger->n_waiting == 0)
     return;
+#ifdef SHIMWATCH_TEST_HOOKS
   ledger->n_broadcasts++;
+#endif
   g_cond_broadcast (&ledger->commit_given);
 }
 
@@ -237,8 +255,10 @@ wake_locked (ShimwatchSignalLedger *ledger)
 {
   if (ledger->settle_source == NULL)
     {
+#ifdef SHIMWATCH_TEST_HOOKS
       if (!g_main_context_is_owner (ledger->context))
         ledger->n_wakeups++;
+#endif
       /* the callback holds a reference: it may run after the last unref elsewhere */
       ledger->settle_source = g_idle_source_new ();
       g_source_set_priority (ledger->settle_source, G_PRIORITY_DEFAULT);
@@ -266,7 +286,7 @@ settle_locked (ShimwatchSignalLedger *ledger,
   if (g_hash_table_lookup (ledger->entries, key) == entry)
     g_hash_table_remove (ledger->entries, key);
   commit_given_locked (ledger);
-  if (wake || ledger->eager)
+  if (wake || is_eager (ledger))
     wake_locked (ledger);
 }
 
@@ -330,7 +350,8 @@ outgoing_filter (GDBusConnection *connection,
   gboolean durable;
   gboolean room;
 
-  /* (tests) only with a crash point armed */
+#ifdef SHIMWATCH_TEST_HOOKS
+  /* tests: only with a crash point armed */
   if (G_UNLIKELY (ledger->eager) && !incoming)
     {
       const char *halt_step;
@@ -343,6 +364,7 @@ outgoing_filter (GDBusConnection *connection,
       if (halt_step != NULL)
         shimwatch_crash_point (halt_step);
     }
+#endif
   if (incoming || g_dbus_message_get_message_type (message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
       g_strcmp0 (g_dbus_message_get_interface (message), ledger->interface_name) != 0)
     return message;
@@ -480,7 +502,7 @@ shimwatch_signal_ledger_expect (ShimwatchSignalLedger      *ledger,
   g_mutex_unlock (&ledger->mutex);
   entry_unref (entry);
   /* on the main thread, like every call but the filter */
-  if (ledger->settle_timer == NULL && !ledger->eager)
+  if (ledger->settle_timer == NULL && !is_eager (ledger))
     {
       ledger->settle_timer = g_timeout_source_new (SETTLE_LATE_MS);
       g_source_set_static_name (ledger->settle_timer, "shimwatch signal ledger, late");
@@ -514,6 +536,7 @@ shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
   shimwatch_record_commit_free (commit);
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 guint
 shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger)
 {
@@ -535,6 +558,7 @@ shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger)
   g_mutex_unlock (&ledger->mutex);
   return n;
 }
+#endif
 
 guint
 shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger)
@@ -547,7 +571,8 @@ shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger)
   return n;
 }
 
-/* (tests) A crash point that waits for the messages sent so far to be written must not
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests: A crash point that waits for the messages sent so far to be written must not
  * let any later one be marked meanwhile: a signal is marked "sent" in the filter, right
  * before GDBus writes it, and a crash reached on the main thread between another
  * signal's mark and its write (GDBus's worker preempted there) loses that signal for
@@ -640,3 +665,4 @@ shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger
     }
   shimwatch_crash_point (step);
 }
+#endif /* SHIMWATCH_TEST_HOOKS */

@@ -73,12 +73,14 @@ void     shimwatch_signal_ledger_set_commit (ShimwatchSignalLedger *ledger,
  * settled so far run now, not in the next turn of the main loop (which still comes, and
  * finds less to do). */
 void     shimwatch_signal_ledger_settle_now (ShimwatchSignalLedger *ledger);
-/* (tests) how often another thread woke the main context to settle */
-guint    shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger);
-/* (tests) how often a filter waiting for a commit was told to look again */
-guint    shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger);
 /* how many expected signals are not settled yet */
 guint    shimwatch_signal_ledger_get_n_pending (ShimwatchSignalLedger *ledger);
+
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): how often another thread woke the main context to settle */
+guint    shimwatch_signal_ledger_get_n_wakeups (ShimwatchSignalLedger *ledger);
+/* tests: how often a filter waiting for a commit was told to look again */
+guint    shimwatch_signal_ledger_get_n_broadcasts (ShimwatchSignalLedger *ledger);
 /* tests: the crash point @step (a static string) once what was sent so far is written;
  * from the call on, no later signal is marked sent: the filter of any message sent later
  * reaches the crash point first */
@@ -89,5 +91,23 @@ void     shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger 
  * written (armed only); no later signal is marked sent meanwhile, as above */
 void     shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger,
                                                             const char            *step);
+#else
+/* without test hooks there are no crash points: nothing to wait for */
+static inline void
+shimwatch_signal_ledger_crash_point_after_write (ShimwatchSignalLedger *ledger,
+                                                 const char            *step)
+{
+  (void) ledger;
+  (void) step;
+}
+
+static inline void
+shimwatch_signal_ledger_crash_point_after_earlier (ShimwatchSignalLedger *ledger,
+                                                   const char            *step)
+{
+  (void) ledger;
+  (void) step;
+}
+#endif
 
 G_END_DECLS

@@ -56,8 +56,10 @@ static struct {
 
 /* pidfd_open(2) failed with ENOSYS or EPERM once: it will again, do not ask each time */
 static gint pidfd_open_unavailable;
-/* pidfd_open(2) fails with this errno instead of being called (0: it is called) */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests: pidfd_open(2) fails with this errno instead of being called (0: it is called) */
 static int pidfd_open_errno_for_tests;
+#endif
 
 /* Without a spawner, a run's descriptors (the child's pidfd, the output pipes) are
  * watched through the one ShimwatchPoller of the task's context, not through a GSource
@@ -1033,11 +1035,13 @@ spawn_by_spawner (const char * const    *argv,
   return TRUE;
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 void
 shimwatch_spawn_set_pidfd_open_errno_for_tests (int errno_value)
 {
   pidfd_open_errno_for_tests = errno_value;
 }
+#endif
 
 /* a pidfd for the child, or -1 with errno set */
 static int
@@ -1045,11 +1049,13 @@ open_pidfd (GPid pid)
 {
   int pidfd;
 
+#ifdef SHIMWATCH_TEST_HOOKS
   if (G_UNLIKELY (pidfd_open_errno_for_tests != 0))
     {
       errno = pidfd_open_errno_for_tests;
       return -1;
     }
+#endif
   if (g_atomic_int_get (&pidfd_open_unavailable))
     {
       errno = ENOSYS;

@@ -80,8 +80,10 @@ GPid     shimwatch_spawn_get_spawner_pid (void);
  * none, or it was lost. The runs it had are completed with an error. */
 int      shimwatch_spawn_stop_spawner    (void);
 
-/* for the unit tests: make pidfd_open(2) fail with @errno_value (0: call it again), as it
- * does under valgrind 3.19 (ENOSYS) or a seccomp filter (EPERM) */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): make pidfd_open(2) fail with @errno_value (0: call it again), as
+ * it does under valgrind 3.19 (ENOSYS) or a seccomp filter (EPERM) */
 void shimwatch_spawn_set_pidfd_open_errno_for_tests (int errno_value);
+#endif
 
 G_END_DECLS

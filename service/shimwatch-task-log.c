@@ -75,11 +75,6 @@ static void log_release     (ShimwatchTaskLog *self);
 static void reader_check_rotated (Reader *reader);
 static void reader_end  (Reader *reader);
 
-#define log_task(self, level, ...) \
-  shimwatch_log_task ((level), \
-                      (&(ShimwatchLogTask) { .namespace_ = (self)->namespace_, .id = (self)->id }), \
-                      __VA_ARGS__)
-
 /* -- the line format ------------------------------------------------------------------ */
 
 void
@@ -225,7 +220,8 @@ rotate (ShimwatchTaskLog *self)
       g_autofree char *to = file_path (self, generation);
 
       if (rename (from, to) != 0 && errno != ENOENT)
-        log_task (self, G_LOG_LEVEL_WARNING, "cannot rotate %s: %s", from, g_strerror (errno));
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                            "cannot rotate %s: %s", from, g_strerror (errno));
     }
   /* a new file, never the old one truncated: a follower may still read that */
   if (self->limits.max_files == 1)
@@ -243,8 +239,9 @@ rotate (ShimwatchTaskLog *self)
       l = next;
     }
   if (!open_output (self, TRUE, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "%s; output is not kept until the next rotation",
-              error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                        "%s; output is not kept until the next rotation",
+                        error->message);
 }
 
 static void
@@ -258,8 +255,9 @@ write_output (ShimwatchTaskLog *self,
     {
       /* a full disk loses lines, never the task: it is told once */
       if (!self->write_failed)
-        log_task (self, G_LOG_LEVEL_WARNING, "cannot write the task log: %s; output is "
-                  "lost until writing works again", g_strerror (errno));
+        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                            "cannot write the task log: %s; output is "
+                            "lost until writing works again", g_strerror (errno));
       self->write_failed = TRUE;
       return;
     }
@@ -928,9 +926,9 @@ reader_fell_behind (Reader *reader)
   gboolean cut = reader->mid_line;
 
   /* the reader's problem, not the service's: a notice */
-  log_task (reader, G_LOG_LEVEL_MESSAGE,
-            "an OpenLog reader fell behind by more than the log keeps (%u files) and was "
-            "disconnected", reader->source->limits.max_files);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_TASK (reader),
+                      "an OpenLog reader fell behind by more than the log keeps (%u files) "
+                      "and was disconnected", reader->source->limits.max_files);
   if (reader->log != NULL)
     reader->log->readers = g_list_remove (reader->log->readers, reader);
   reader->log = NULL;
@@ -1221,8 +1219,9 @@ hold_timeout_cb (gpointer user_data)
           continue;
         }
       reader->not_waited_for = TRUE;
-      log_task (reader, G_LOG_LEVEL_INFO, "an OpenLog reader read nothing for %u ms; its "
-                "task's output no longer waits for it", HOLD_MAX_MS);
+      shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (reader),
+                          "an OpenLog reader read nothing for %u ms; its task's output no "
+                          "longer waits for it", HOLD_MAX_MS);
     }
   /* one that reads is still waited for */
   if (next_ms != G_MAXINT64)
@@ -1421,8 +1420,9 @@ shimwatch_task_log_finish (ShimwatchTaskLog *self)
   mark = g_build_filename (self->dir, SHIMWATCH_TASK_LOG_DELETED_MARK, NULL);
   if (!mark_from_spare (self, mark, g_get_real_time ()) &&
       !shimwatch_task_log_write_mark (self->dir, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "cannot mark the task log deleted: %s",
-              error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self),
+                        "cannot mark the task log deleted: %s",
+                        error->message);
   stop (self, TRUE);
   self->done = TRUE;
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
@@ -1512,7 +1512,7 @@ shimwatch_task_log_discard (ShimwatchTaskLog *self)
 
   shimwatch_task_log_detach (self);
   if (!shimwatch_task_log_remove_dir (self->dir, &error))
-    log_task (self, G_LOG_LEVEL_WARNING, "%s", error->message);
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (self), "%s", error->message);
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0);
 }
 

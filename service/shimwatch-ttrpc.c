@@ -734,6 +734,7 @@ shimwatch_ttrpc_call_finish (ShimwatchTtrpc  *self,
   return g_task_propagate_pointer (G_TASK (result), error);
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 void
 shimwatch_ttrpc_set_output_limit (ShimwatchTtrpc *self,
                                   gsize           limit)
@@ -743,6 +744,7 @@ shimwatch_ttrpc_set_output_limit (ShimwatchTtrpc *self,
 
   self->output_limit = limit;
 }
+#endif
 
 gsize
 shimwatch_ttrpc_get_output_pending (ShimwatchTtrpc *self)

@@ -98,9 +98,12 @@ void            shimwatch_ttrpc_respond             (ShimwatchTtrpc             
                                                      const char                   *message,
                                                      GBytes                       *payload);
 
-/* tests: a smaller cap than SHIMWATCH_TTRPC_OUTPUT_LIMIT, and what waits to be written */
+#ifdef SHIMWATCH_TEST_HOOKS
+/* tests (-Dtest_hooks): a smaller cap than SHIMWATCH_TTRPC_OUTPUT_LIMIT */
 void            shimwatch_ttrpc_set_output_limit    (ShimwatchTtrpc               *self,
                                                      gsize                         limit);
+#endif
+/* what waits to be written */
 gsize           shimwatch_ttrpc_get_output_pending  (ShimwatchTtrpc               *self);
 
 /* Where the connection's events come among the fds found ready at the same moment

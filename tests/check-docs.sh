@@ -197,12 +197,12 @@ else
     fail "meson install puts every file where Debian puts it" "$(tail -20 "$work/install.log")"
   fi
 fi
-# the installed service has no crash points (test_hooks defaults to false; the command's
-# directory had them on before)
+# the installed service has no test machinery (test_hooks defaults to false; the command's
+# directory had them on before): no crash points, counters or injected failures
 if [ -x "$work/dest/usr/libexec/shimwatchd" ] &&
-   ! grep -q SHIMWATCH_TEST_CRASH_AT "$work/dest/usr/libexec/shimwatchd"; then
-  ok "the installed shimwatchd has no crash points"
+   hooks=$("$src/tests/check-test-hooks.sh" "$work/dest/usr/libexec/shimwatchd" absent); then
+  ok "the installed shimwatchd has no test machinery"
 else
-  fail "the installed shimwatchd has no crash points"
+  fail "the installed shimwatchd has no test machinery" "$(grep -v '^ok' <<<"${hooks:-}")"
 fi
 exit $failed

@@ -99,7 +99,7 @@ test_cleanup_timeout_file (void)
   g_assert_true (g_file_set_contents (path, "[timeouts]\n"
                                       "  \"io.containerd.timeout.shim.cleanup\" = \"soon\"\n",
                                       -1, NULL));
-  g_test_expect_message ("shimwatch", G_LOG_LEVEL_WARNING, "*is not a duration*");
+  g_test_expect_message ("ShimwatchContainerd", G_LOG_LEVEL_WARNING, "*is not a duration*");
   g_assert_cmpuint (shimwatch_containerd_config_cleanup_timeout_ms (path), ==,
                     SHIMWATCH_CONTAINERD_CLEANUP_TIMEOUT_MS);
   g_test_assert_expected_messages ();

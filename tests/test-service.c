@@ -1119,18 +1119,22 @@ test_ledger_sent_means_in_the_socket (void)
   close (fds[1]);
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 static gboolean
 has_three_received (LedgerFixture *f)
 {
   return g_atomic_int_get (&f->n_received) >= 3;
 }
+#endif
 
 /* all four signals a round of /service/ledger/marks-when-durable emits */
+#ifdef SHIMWATCH_TEST_HOOKS
 static gboolean
 has_four_received (LedgerFixture *f)
 {
   return g_atomic_int_get (&f->n_received) >= 4;
 }
+#endif
 
 static gboolean
 has_settled (LedgerFixture *f)
@@ -1146,6 +1150,7 @@ committer_idle (LedgerFixture *f)
 
 /* Group commit: the filter holds a signal until its record is durable, and only then
  * marks it; the main thread never waits */
+#ifdef SHIMWATCH_TEST_HOOKS  /* the commit queue's hold and counters */
 static void
 test_ledger_marks_when_durable (LedgerFixture *f,
                                 gconstpointer  data)
@@ -1212,6 +1217,7 @@ test_ledger_marks_when_durable (LedgerFixture *f,
       }
     }
 }
+#endif
 
 static void
 test_ledger_unsent_reads_unsent (LedgerFixture *f,
@@ -1370,6 +1376,7 @@ test_commit_no_iteration_of_its_own (void)
 
 /* every record written in one turn of the main loop: one batch, each file synced once,
  * their directory once */
+#ifdef SHIMWATCH_TEST_HOOKS  /* the commit queue's hold and counters */
 static void
 test_commit_one_batch_per_turn (LedgerFixture *f,
                                 gconstpointer  data)
@@ -1407,15 +1414,19 @@ test_commit_one_batch_per_turn (LedgerFixture *f,
   g_assert_true (iterate (10000, committer_idle, f));
   g_assert_cmpuint (count_files (f->ns_dir), ==, 1);
 }
+#endif
 
+#ifdef SHIMWATCH_TEST_HOOKS
 static gboolean
 has_three_settled_and_idle (LedgerFixture *f)
 {
   return g_atomic_int_get (&f->n_received) >= 3 && committer_idle (f);
 }
+#endif
 
 /* the lifecycle of a dead shim's task, in order: for each signal the committer is told
  * its record, then the signal goes out */
+#ifdef SHIMWATCH_TEST_HOOKS
 static void
 expect_and_emit_all (LedgerFixture *f)
 {
@@ -1433,8 +1444,10 @@ expect_and_emit_all (LedgerFixture *f)
       emit_signal (f, members[i], LEDGER_SUBJECT);
     }
 }
+#endif
 
 /* every signal arrived, in order, and found its record saying it was sent */
+#ifdef SHIMWATCH_TEST_HOOKS
 static void
 assert_all_received_marked (LedgerFixture *f)
 {
@@ -1445,10 +1458,12 @@ assert_all_received_marked (LedgerFixture *f)
   g_assert_cmpstr (f->received->pdata[2], ==, "TaskDelete marked");
   g_mutex_unlock (&f->lock);
 }
+#endif
 
 /* While a task's mark waits for its signal, nothing replaces it: the marks of the
  * signals after it are written in turn, each before its signal is marked, and every
  * signal arrives with its marks saying it was sent. The record itself is not written. */
+#ifdef SHIMWATCH_TEST_HOOKS  /* the commit queue's hold and counters */
 static void
 test_committer_in_order (LedgerFixture *f,
                          gconstpointer  data)
@@ -1513,6 +1528,7 @@ test_committer_in_order (LedgerFixture *f,
   g_assert_cmpuint (shimwatch_record_committer_get_n_flushes (f->committer), ==, 0);
   f->removed = TRUE;
 }
+#endif
 
 /* a TaskDelete that did not go out keeps its record, saying so, for the next start */
 static void
@@ -1549,6 +1565,7 @@ test_committer_unsent_keeps_record (LedgerFixture *f,
 /* Records on a tmpfs (/run) do not outlive the machine: nothing is synced, and no signal
  * waits for the commit thread, which may be held for good here. Each signal still goes
  * out with its record marked sent, in order. */
+#ifdef SHIMWATCH_TEST_HOOKS  /* the commit queue's hold and counters */
 static void
 test_committer_tmpfs_does_not_wait (LedgerFixture *f,
                                     gconstpointer  data)
@@ -1574,6 +1591,7 @@ test_committer_tmpfs_does_not_wait (LedgerFixture *f,
   g_assert_cmpuint (shimwatch_commit_queue_get_n_syncs (f->queue), ==, 0);
   shimwatch_commit_queue_set_held (f->queue, FALSE);
 }
+#endif
 
 /* -- the namespace's directory of records: one rmdir, with its last record ---------------- */
 
@@ -1712,6 +1730,7 @@ test_committer_namespace_dir_once (LedgerFixture *f,
 #endif
 }
 
+#ifdef SHIMWATCH_TEST_HOOKS
 static ShimwatchMarkState
 mark_state (LedgerFixture *f,
             const char    *member)
@@ -1726,11 +1745,13 @@ mark_state (LedgerFixture *f,
   return marks[shimwatch_lifecycle_signal_to_slot (
     shimwatch_lifecycle_signal_from_member (member))].state;
 }
+#endif
 
 /* A task's next mark does not wait for the main loop to hear that the signal before it
  * went out: GDBus's thread settled ShimDisconnected, and TaskExit's mark is written as it
  * is asked for, so TaskExit is not held in the filter until the main thread hands its
  * mark over. No main-loop turn between the two here. */
+#ifdef SHIMWATCH_TEST_HOOKS  /* the commit queue's hold and counters */
 static void
 test_committer_takes_settled_at_once (LedgerFixture *f,
                                       gconstpointer  data)
@@ -1776,6 +1797,7 @@ test_committer_takes_settled_at_once (LedgerFixture *f,
   g_assert_cmpuint (shimwatch_signal_ledger_get_n_broadcasts (f->ledger), ==, 0);
   g_assert_cmpuint (count_files (f->ns_dir), ==, 0);
 }
+#endif
 
 /* the on-disk form of the pending mark: what a restart believes, old records, bad values */
 /* what the marks file says of one slot, written as the service writes it */
@@ -2447,8 +2469,10 @@ main (int    argc,
   g_test_add_func ("/service/records/pending-mark", test_records_pending_mark);
   g_test_add_func ("/service/records/marks", test_records_marks);
   g_test_add_func ("/service/records/marks-no-fault", test_records_marks_no_fault);
+#ifdef SHIMWATCH_TEST_HOOKS
   g_test_add ("/service/ledger/marks-when-durable", LedgerFixture, NULL, ledger_setup,
               test_ledger_marks_when_durable, ledger_teardown);
+#endif
   g_test_add ("/service/ledger/unsent-reads-unsent", LedgerFixture, NULL, ledger_setup,
               test_ledger_unsent_reads_unsent, ledger_teardown);
 #ifdef SHIMWATCH_TEST_HOOKS
@@ -2459,20 +2483,28 @@ main (int    argc,
 #endif
   g_test_add_func ("/service/ledger/sent-means-in-the-socket",
                    test_ledger_sent_means_in_the_socket);
+#ifdef SHIMWATCH_TEST_HOOKS
   g_test_add ("/service/commit/one-batch-per-turn", LedgerFixture, NULL, ledger_setup,
               test_commit_one_batch_per_turn, ledger_teardown);
+#endif
   g_test_add_func ("/service/commit/no-iteration-of-its-own",
                    test_commit_no_iteration_of_its_own);
+#ifdef SHIMWATCH_TEST_HOOKS
   g_test_add ("/service/committer/in-order", LedgerFixture, NULL, ledger_setup,
               test_committer_in_order, ledger_teardown);
+#endif
   g_test_add ("/service/committer/unsent-keeps-record", LedgerFixture, NULL, ledger_setup,
               test_committer_unsent_keeps_record, ledger_teardown);
   g_test_add ("/service/committer/namespace-dir-once", LedgerFixture, NULL, ledger_setup,
               test_committer_namespace_dir_once, ledger_teardown);
+#ifdef SHIMWATCH_TEST_HOOKS
   g_test_add ("/service/committer/tmpfs-does-not-wait", LedgerFixture, "tmpfs", ledger_setup,
               test_committer_tmpfs_does_not_wait, ledger_teardown);
+#endif
+#ifdef SHIMWATCH_TEST_HOOKS
   g_test_add ("/service/committer/takes-settled-at-once", LedgerFixture, "tmpfs", ledger_setup,
               test_committer_takes_settled_at_once, ledger_teardown);
+#endif
 #ifdef SHIMWATCH_TEST_MALLOC_COUNT
   g_test_add_func ("/service/publisher/types-kept", test_publisher_types_kept);
   g_test_add ("/service/committer/signal-allocations", LedgerFixture, "tmpfs", ledger_setup,

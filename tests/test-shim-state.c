@@ -464,6 +464,50 @@ test_restart_undoes_unsent (gconstpointer data)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
+/* What each method of a task may do in each state: the contract in the task's Status, as
+ * docs/dbus-api.md states it (Start: created; Kill: created, running, paused; Stop:
+ * created, running; Pause: running; Resume: paused; Delete: not running nor paused;
+ * GetStats and ListPids: created, running, paused). The guards ask the machine, never
+ * the string: a state whose Status is listed allows the action, and no other. */
+static void
+test_guards (void)
+{
+  static const struct {
+    ShimwatchShimAction action;
+    const char         *statuses[4];
+    gboolean            all_but;
+  } contract[] = {
+    { SHIMWATCH_SHIM_ACTION_START, { "created" }, FALSE },
+    { SHIMWATCH_SHIM_ACTION_KILL, { "created", "running", "paused" }, FALSE },
+    { SHIMWATCH_SHIM_ACTION_STOP, { "created", "running" }, FALSE },
+    { SHIMWATCH_SHIM_ACTION_PAUSE, { "running" }, FALSE },
+    { SHIMWATCH_SHIM_ACTION_RESUME, { "paused" }, FALSE },
+    { SHIMWATCH_SHIM_ACTION_DELETE, { "running", "paused" }, TRUE },
+    { SHIMWATCH_SHIM_ACTION_PROCESSES, { "created", "running", "paused" }, FALSE },
+  };
+
+  G_STATIC_ASSERT (G_N_ELEMENTS (contract) == SHIMWATCH_SHIM_N_ACTIONS);
+  for (guint a = 0; a < G_N_ELEMENTS (contract); a++)
+    for (ShimwatchShimState state = 0; state < SHIMWATCH_SHIM_N_STATES; state++)
+      {
+        const char *status = shimwatch_shim_state_to_status (state);
+        gboolean listed = g_strv_contains (contract[a].statuses, status);
+        gboolean expected = listed != contract[a].all_but;
+
+        if (shimwatch_shim_state_allows (state, contract[a].action) != expected)
+          g_error ("action %d in state %s (%s): %s", contract[a].action,
+                   shimwatch_shim_state_to_status (state), status,
+                   expected ? "refused" : "allowed");
+      }
+  /* "pausing" is none of them: a task being paused is asked nothing until it is paused */
+  for (ShimwatchShimAction action = 0; action < SHIMWATCH_SHIM_N_ACTIONS; action++)
+    g_assert_cmpint (shimwatch_shim_state_allows (SHIMWATCH_SHIM_STATE_PAUSING, action), ==,
+                     action == SHIMWATCH_SHIM_ACTION_DELETE);
+  for (ShimwatchShimState state = 0; state < SHIMWATCH_SHIM_N_STATES; state++)
+    g_assert_cmpint (shimwatch_shim_state_is_stopped (state), ==,
+                     g_str_equal (shimwatch_shim_state_to_status (state), "stopped"));
+}
+
 int
 main (int   argc,
       char *argv[])
@@ -478,6 +522,7 @@ main (int   argc,
   g_test_add_func ("/shim-state/signal-table", test_signal_table);
   g_test_add_func ("/shim-state/record-round-trip", test_record_round_trip);
   g_test_add_func ("/shim-state/restore-cleaning", test_restore_cleaning);
+  g_test_add_func ("/shim-state/guards", test_guards);
   g_test_add_data_func ("/shim-state/restart-undoes-unsent/ShimDisconnected",
                         GUINT_TO_POINTER (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED),
                         test_restart_undoes_unsent);

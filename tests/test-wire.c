@@ -819,6 +819,7 @@ test_server_stream_rules (Fixture       *fx,
 
 /* a server peer that sends requests and never reads the replies is closed at the cap,
  * with what waited for it bounded by the cap and one frame */
+#ifdef SHIMWATCH_TEST_HOOKS  /* a smaller output cap */
 static void
 test_server_output_capped (Fixture       *fx,
                            gconstpointer  data)
@@ -943,6 +944,7 @@ test_client_output_capped (Fixture       *fx,
     }
   g_assert_error (count->error, SHIMWATCH_TTRPC_ERROR, SHIMWATCH_TTRPC_ERROR_CLOSED);
 }
+#endif
 
 /* -- events server ---------------------------------------------------------------------- */
 
@@ -1619,8 +1621,10 @@ main (int    argc,
   ADD ("/ttrpc/hangup-after-the-answers", test_hangup_after_the_answers);
   ADD ("/ttrpc/reset-closes", test_reset_closes);
   ADD ("/ttrpc/server-stream-rules", test_server_stream_rules);
+#ifdef SHIMWATCH_TEST_HOOKS
   ADD ("/ttrpc/output/server-peer-closed-at-cap", test_server_output_capped);
   ADD ("/ttrpc/output/client-calls-refused-at-cap", test_client_output_capped);
+#endif
 #undef ADD
   g_test_add_func ("/events/server", test_events_server);
 
