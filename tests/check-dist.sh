@@ -31,6 +31,9 @@ as_user=()
 if [ "$(id -u)" = 0 ]; then
   as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$work")
 fi
+# nobody must not need the checkout, which may sit in a private directory (a clone under
+# /root): meson goes back to the directory it was started in
+cd "$work" || exit 1
 
 # meson dist packs what git has committed (HEAD), whatever the working tree holds; it
 # writes into BUILD_DIR/meson-dist, which nobody else uses

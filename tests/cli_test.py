@@ -630,7 +630,9 @@ class LogsTests(CliTestCase):
 
 def on_pty(argv, until, timeout=20, env=None):
     """Run argv with stdout and stderr on a pseudo-terminal, as in an admin's terminal;
-    return what the terminal got once `until` is in it (the process is then stopped)."""
+    return what the terminal got once `until` (a string, or a tuple of strings that must
+    all be there) is in it (the process is then stopped)."""
+    wanted = [w.encode() for w in ((until,) if isinstance(until, str) else until)]
     import pty
     master, slave = pty.openpty()
     full_env = dict(os.environ, LC_ALL="C.UTF-8", TERM="xterm", NO_COLOR="1")
@@ -641,7 +643,7 @@ def on_pty(argv, until, timeout=20, env=None):
     got = b""
     deadline = time.monotonic() + timeout
     try:
-        while until.encode() not in got and time.monotonic() < deadline:
+        while not all(w in got for w in wanted) and time.monotonic() < deadline:
             import select
             ready, _, _ = select.select([master], [], [], 0.2)
             if ready:
@@ -724,7 +726,9 @@ class TextIsTextTests(CliTestCase):
         self.assertEqual(proc.stderr, b"err\x1b[31mred\n")
         # on a terminal: escaped, a tab still a tab; logs and logs -f alike
         for args in (["logs", "hostile"], ["logs", "-f", "hostile"]):
-            shown = on_pty([SHIMWATCHCTL] + args, "red")
+            # (the task's stdout and stderr reach the log through two pipes, in either
+            # order: both lines are waited for)
+            shown = on_pty([SHIMWATCHCTL] + args, ("red", "tab\r\n"))
             self.assert_no_control(shown.replace("\t", " "))
             self.assertIn("before\\e]0;pwned\\a\\e[2J\\e[H\\rafter\ttab\r\n", shown)
             self.assertIn("err\\e[31mred", shown)

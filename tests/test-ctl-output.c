@@ -71,6 +71,7 @@ print_table (guint width)
   Ctl ctl = { 0 };
   g_autoptr(CtlTable) table = NULL;
   GPrintFunc old;
+  g_autofree char *text = NULL;
 
   ctl.width = width;
   table = ctl_table_new (&ctl);
@@ -85,7 +86,8 @@ print_table (guint width)
   old = g_set_print_handler (capture);
   ctl_table_print (table);
   g_set_print_handler (old);
-  return g_strsplit (g_string_free (g_steal_pointer (&printed), FALSE), "\n", -1);
+  text = g_string_free (g_steal_pointer (&printed), FALSE);
+  return g_strsplit (text, "\n", -1);
 }
 
 /* what a terminal gives @text, counted here on its own: the printer's count is on test */
