@@ -2760,9 +2760,14 @@ class BigBundleTests(ShimwatchTestCase):
         record = os.path.join(self.runtime_dir, "records", "default", "big.json")
         self.assertLess(os.path.getsize(record), 256 << 10)
 
-        # and the memory goes back once the task is gone
+        # and the memory goes back once the task is gone (measured in the plain build:
+        # AddressSanitizer's allocator keeps what is freed in its quarantine and never
+        # hands it back, so there the RSS says nothing of the service)
         self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})", ("default", "big", {}))
         pump(0.5)
+        with open(SHIMWATCHD, "rb") as f:
+            if b"AddressSanitizer" in f.read():
+                return
         self.assertLess(rss_kib(self.daemon.pid) - rss_before, 32 << 10,
                         f"RSS {rss_before} KiB before, {rss_kib(self.daemon.pid)} KiB after")
 

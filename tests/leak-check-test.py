@@ -109,7 +109,7 @@ def main():
     root = cgroup_root()
     if root is None:
         print("1..0 # SKIP no writable cgroup hierarchy")
-        return 77
+        return 0      # (a TAP plan of 0 is the skip; 77 is not, under protocol tap)
     tag = os.getpid()
     ours_marker = f"leak-check-test-{tag}"
     base = {k: v for k, v in os.environ.items() if k != MARKER}
