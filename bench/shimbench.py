@@ -674,8 +674,12 @@ class Shimwatch:
         os.makedirs(runtimes, exist_ok=True)
         os.symlink(it.TEST_SHIM, os.path.join(runtimes, "containerd-shim-test-v1"))
         self.config = os.path.join(ws.dir, "shimwatch.conf")
+        # the metrics textfile is written as by default, into the scenario's directory
+        metrics = os.path.join(ws.dir, "metrics")
+        os.makedirs(metrics, exist_ok=True)
         with open(self.config, "w") as f:
-            f.write(f"[Service]\nRuntimePath={runtimes};/usr/bin;/usr/sbin\n")
+            f.write(f"[Service]\nRuntimePath={runtimes};/usr/bin;/usr/sbin\n"
+                    f"MetricsDirectory={metrics}\n")
             if os.environ.get("SHIMBENCH_CONCURRENCY"):
                 f.write(f"CleanupConcurrency={os.environ['SHIMBENCH_CONCURRENCY']}\n")
         self.log = open(os.path.join(ws.dir, "shimwatchd.log"), "a")

@@ -136,7 +136,9 @@ def one_round(bus, work, n, processes):
                   f"/shimwatch-bench-{os.getpid()}")
     config = os.path.join(work, "shimwatch.conf")
     with open(config, "w") as f:
-        f.write(f"[Service]\nHealthInterval=0\nRuntimePath={shim_dir}\n")
+        f.write(f"[Service]\nHealthInterval=0\nRuntimePath={shim_dir}\n"
+                f"MetricsDirectory={os.path.join(work, 'metrics')}\n")
+    os.makedirs(os.path.join(work, "metrics"), exist_ok=True)
     owned_at = []
 
     def owner_changed(connection, sender, path, interface, member, parameters):

@@ -85,8 +85,12 @@ try:
     bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1",
                             f"--address=unix:dir={tmp}"], stdout=subprocess.PIPE, text=True)
     address = bus.stdout.readline().strip()
+    # (no metrics textfile: node_exporter's directory is the host's)
+    with open(os.path.join(tmp, "shimwatch.conf"), "w") as f:
+        f.write("[Service]\nMetricsDirectory=\n")
     daemon = subprocess.Popen([os.path.join(build, "service", "shimwatchd"),
                                "--address", address,
+                               "--config", os.path.join(tmp, "shimwatch.conf"),
                                "--runtime-dir", os.path.join(tmp, "run"),
                                "--state-dir", os.path.join(tmp, "state")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -51,6 +51,8 @@ SOCKET_DIR = "/run/containerd/s"
 RUNC_ROOTS = ["/run/runc", "/run/containerd/runc"]
 # shimwatchd's state directory when given none (task output, history)
 STATE_DIR = "/var/lib/shimwatch"
+# node_exporter's textfile directory: the service's default MetricsDirectory
+METRICS_DIR = "/var/lib/prometheus/node-exporter"
 # what the tests' temporary entries in /tmp are called: g_dir_make_tmp / mkdtemp / mktemp
 # names ("swreal-3KQ2Z1", "shimwatch-bus-Ab3xYz") and the test shim's sockets; anything
 # else in /tmp (someone's scratch files on a shared machine) is not the suite's
@@ -145,6 +147,14 @@ def service_state():
         found.update(os.path.join(dirpath, n) for n in dirnames + filenames)
         if len(found) > 10000:
             break
+    # and the service's metrics in node_exporter's directory, written or rewritten
+    try:
+        for name in os.listdir(METRICS_DIR):
+            if name.startswith("shimwatch"):
+                path = os.path.join(METRICS_DIR, name)
+                found.add(f"{path} (written at {os.stat(path).st_mtime_ns} ns)")
+    except OSError:
+        pass
     return found
 
 
@@ -360,7 +370,8 @@ CASES = [
     ("mounts", "no mount left"),
     ("runc", "no runc container left"),
     ("tmp", "no temporary directory of the suite left in /tmp"),
-    ("state", f"nothing written to the service's default state directory {STATE_DIR}"),
+    ("state", f"nothing written to the service's default state directory {STATE_DIR} "
+              f"or metrics directory {METRICS_DIR}"),
 ]
 
 

@@ -33,8 +33,12 @@ finish () {
 trap finish EXIT
 
 say "starting shimwatchd (runtime directory $runtime_dir)"
+# settings of its own: nothing of the host's configuration, and its metrics textfile in
+# the demo's directory rather than node_exporter's
+mkdir -p "$work/metrics"
+printf '[Service]\nMetricsDirectory=%s\n' "$work/metrics" > "$work/shimwatch.conf"
 "$build/service/shimwatchd" --runtime-dir "$runtime_dir" --state-dir "$work/state" \
-  >"$work/shimwatchd.log" 2>&1 &
+  --config "$work/shimwatch.conf" >"$work/shimwatchd.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do
   gdbus call --system --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
