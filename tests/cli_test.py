@@ -925,12 +925,7 @@ class FloodTests(CliTestCase):
 
     def tearDown(self):
         try:
-            if self.daemon is not None and self.daemon.poll() is None:
-                for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
-                    self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
-                              (self.prop(path, "Namespace"), self.prop(path, "Id"), {}))
-        except GLib.Error:
-            pass
+            self.reap_every_task()
         finally:
             super().tearDown()
 

@@ -344,6 +344,33 @@ class ShimwatchTestCase(unittest.TestCase):
                             (namespace, task_id, bundle or self.bundle, options or {}))
         return path
 
+    def create_task_async(self, namespace, task_id, bundle):
+        """CreateTask with the test runtime, not waited for: the returned dict gets "path"
+        or "error" once the reply is in (a main loop iteration delivers it)."""
+        created = {}
+
+        def done(connection, result, _):
+            try:
+                created["path"] = connection.call_finish(result).unpack()[0]
+            except GLib.Error as e:
+                created["error"] = e
+        self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "CreateTask",
+                      GLib.Variant("(sssa{sv})", (namespace, task_id, bundle,
+                                                  {"runtime": GLib.Variant("s", TEST_RUNTIME)})),
+                      None, Gio.DBusCallFlags.NONE, 60000, None, done, None)
+        return created
+
+    def reap_every_task(self):
+        """The tasks go the way a user ends them (Reap), so runc's state and cgroups go
+        too; nothing if the service is not running."""
+        try:
+            if self.daemon is not None and self.daemon.poll() is None:
+                for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
+                    self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
+                              (self.prop(path, "Namespace"), self.prop(path, "Id"), {}))
+        except GLib.Error:
+            pass
+
     def prop(self, path, name, interface=SHIM):
         return self.call(path, "org.freedesktop.DBus.Properties", "Get", "(ss)",
                          (interface, name))[0]
@@ -1441,17 +1468,7 @@ class ReapTests(ShimwatchTestCase):
         gate, so the Reap lands inside the create every time."""
         bundle = self.make_bundle("gated", ["sleep", "100000"],
                                   {"org.shimwatch.test.mode": "gate-create"})
-        created = {}
-
-        def done(connection, result, _):
-            try:
-                created["path"] = connection.call_finish(result).unpack()[0]
-            except GLib.Error as e:
-                created["error"] = e
-        self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "CreateTask",
-                      GLib.Variant("(sssa{sv})", ("faults", "racing", bundle,
-                                                  {"runtime": GLib.Variant("s", TEST_RUNTIME)})),
-                      None, Gio.DBusCallFlags.NONE, 60000, None, done, None)
+        created = self.create_task_async("faults", "racing", bundle)
         task_dir = self.task_dir("faults", "racing")
         wait_until(lambda: os.path.exists(os.path.join(task_dir, "create-waiting")), 30,
                    "the shim to receive Create")
@@ -2418,14 +2435,8 @@ class TaskLogTests(ShimwatchTestCase):
     HELLO = ["sh", "-c", "echo hello; echo oops >&2; sleep 1000"]
 
     def tearDown(self):
-        # the tasks go the way a user ends them, so runc's state and cgroups go too
         try:
-            if self.daemon is not None and self.daemon.poll() is None:
-                for path in self.call(MANAGER_PATH, MANAGER, "ListShims")[0]:
-                    self.call(MANAGER_PATH, MANAGER, "Reap", "(ssa{sv})",
-                              (self.prop(path, "Namespace"), self.prop(path, "Id"), {}))
-        except GLib.Error:
-            pass
+            self.reap_every_task()
         finally:
             super().tearDown()
 
@@ -2727,17 +2738,7 @@ class BigBundleTests(ShimwatchTestCase):
         self.create_task("default", "small")       # something for ListShims to list
         pump(0.5)
         rss_before = rss_kib(self.daemon.pid)
-        created = {}
-
-        def done(connection, result, _):
-            try:
-                created["path"] = connection.call_finish(result).unpack()[0]
-            except GLib.Error as e:
-                created["error"] = e
-        self.bus.call(BUS_NAME, MANAGER_PATH, MANAGER, "CreateTask",
-                      GLib.Variant("(sssa{sv})", ("default", "big", bundle,
-                                                  {"runtime": GLib.Variant("s", TEST_RUNTIME)})),
-                      None, Gio.DBusCallFlags.NONE, 60000, None, done, None)
+        created = self.create_task_async("default", "big", bundle)
         timings = []
         while not created:
             start = time.monotonic()
