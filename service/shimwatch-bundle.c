@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -247,7 +248,11 @@ shimwatch_bundle_shim_binary (const char          *bundle,
   g_autofree char *dir = NULL;
   struct stat st;
 
-  if (!g_file_get_contents (file, &contents, NULL, error))
+  /* containerd's file, in its state directory: still read without blocking the main loop
+   * on whatever might stand there instead (a FIFO), and with a cap */
+  contents = shimwatch_read_regular_file_at (AT_FDCWD, file, PATH_MAX, SHIMWATCH_FILE_NONE,
+                                             NULL, NULL, error);
+  if (contents == NULL)
     return NULL;
   g_strstrip (contents);
   if (!g_path_is_absolute (contents))

@@ -47,7 +47,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchBundle, shimwatch_bundle_free)
 /* The shim binary that a bundle of containerd's names in its shim-binary-path, if it is a
  * regular file directly inside one of @runtime_dirs (both sides resolved; RuntimePath):
  * the binary a takeover of containerd's cleanup may run `delete` with. Otherwise NULL
- * and why: G_FILE_ERROR when the file cannot be read, SHIMWATCH_ERROR NOT_FOUND for no
+ * and why: G_FILE_ERROR when the file cannot be read (or is no regular file, or larger
+ * than PATH_MAX; never waiting for a FIFO), SHIMWATCH_ERROR NOT_FOUND for no
  * such binary, INVALID_ARGUMENT for a path that is not absolute or lies elsewhere. */
 char            *shimwatch_bundle_shim_binary (const char          *bundle,
                                                const char * const  *runtime_dirs,

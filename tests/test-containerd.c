@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -389,6 +390,16 @@ test_shim_binary (Fixture       *fixture,
     g_unlink (file);
     g_assert_null (shimwatch_bundle_shim_binary (bundle, dirs, &error));
     g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *file = g_build_filename (bundle, "shim-binary-path", NULL);
+
+    /* a FIFO in its place is refused at once: the main loop does not wait for a writer */
+    g_assert_cmpint (mkfifo (file, 0600), ==, 0);
+    g_assert_null (shimwatch_bundle_shim_binary (bundle, dirs, &error));
+    g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+    g_unlink (file);
   }
 }
 
