@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -233,4 +235,50 @@ shimwatch_bundle_free (ShimwatchBundle *bundle)
   g_free (bundle->cgroups_path);
   g_clear_pointer (&bundle->config, g_bytes_unref);
   g_free (bundle);
+}
+
+char *
+shimwatch_bundle_shim_binary (const char          *bundle,
+                              const char * const  *runtime_dirs,
+                              GError             **error)
+{
+  g_autofree char *file = g_build_filename (bundle, "shim-binary-path", NULL);
+  g_autofree char *contents = NULL;
+  g_autofree char *real = NULL;
+  g_autofree char *dir = NULL;
+  struct stat st;
+
+  /* containerd's file, in its state directory: still read without blocking the main loop
+   * on whatever might stand there instead (a FIFO), and with a cap */
+  contents = shimwatch_read_regular_file_at (AT_FDCWD, file, PATH_MAX, SHIMWATCH_FILE_NONE,
+                                             NULL, NULL, error);
+  if (contents == NULL)
+    return NULL;
+  g_strstrip (contents);
+  if (!g_path_is_absolute (contents))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                   "%s does not name an absolute path", file);
+      return NULL;
+    }
+  real = realpath (contents, NULL);
+  if (real == NULL || stat (real, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_NOT_FOUND,
+                   "%s: no such shim binary", contents);
+      return NULL;
+    }
+  dir = g_path_get_dirname (real);
+  for (guint i = 0; runtime_dirs != NULL && runtime_dirs[i] != NULL; i++)
+    {
+      g_autofree char *allowed = realpath (runtime_dirs[i], NULL);
+      g_autofree char *as_named = g_path_get_dirname (contents);
+
+      /* the binary as named, or the file it resolves to, lies directly in the directory */
+      if (allowed != NULL && (g_str_equal (allowed, dir) || g_str_equal (runtime_dirs[i], as_named)))
+        return g_steal_pointer (&contents);
+    }
+  g_set_error (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+               "%s is not in an allowed runtime directory (RuntimePath)", contents);
+  return NULL;
 }

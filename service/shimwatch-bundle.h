@@ -8,6 +8,9 @@
  * read it themselves (shimwatch-caller.h): search permission on every directory above the
  * bundle and its rootfs, read and search permission on both, read permission on
  * config.json.
+ *
+ * A bundle of containerd's (companion mode) is never opened: only the shim binary it
+ * names is checked, before a takeover runs it (shimwatch_bundle_shim_binary()).
  */
 #pragma once
 
@@ -40,5 +43,15 @@ void             shimwatch_bundle_free (ShimwatchBundle *bundle);
 /* "PATH", or "PATH (resolved to REAL)": how errors name the bundle */
 char            *shimwatch_bundle_describe (const ShimwatchBundle *bundle);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (ShimwatchBundle, shimwatch_bundle_free)
+
+/* The shim binary that a bundle of containerd's names in its shim-binary-path, if it is a
+ * regular file directly inside one of @runtime_dirs (both sides resolved; RuntimePath):
+ * the binary a takeover of containerd's cleanup may run `delete` with. Otherwise NULL
+ * and why: G_FILE_ERROR when the file cannot be read (or is no regular file, or larger
+ * than PATH_MAX; never waiting for a FIFO), SHIMWATCH_ERROR NOT_FOUND for no
+ * such binary, INVALID_ARGUMENT for a path that is not absolute or lies elsewhere. */
+char            *shimwatch_bundle_shim_binary (const char          *bundle,
+                                               const char * const  *runtime_dirs,
+                                               GError             **error);
 
 G_END_DECLS

@@ -20,6 +20,7 @@
 #include <glib-unix.h>
 
 #include "shimwatch-cleanup.h"
+#include "shimwatch-containerd-connection.h"
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
@@ -98,6 +99,7 @@ shimwatch_cleanup_result_free (ShimwatchCleanupResult *result)
   if (result == NULL)
     return;
   g_free (result->delete_error);
+  g_free (result->remove_error);
   g_free (result);
 }
 
@@ -342,24 +344,23 @@ unmount_under (const char *path)
       g_debug ("umount %s: %s", (char *) g_ptr_array_index (targets, i - 1), g_strerror (errno));
 }
 
+/* containerd's atomicDelete, for a task directory as for a bundle: rename @path to
+ * .<name>, then delete it (a .<name> that an earlier, interrupted removal left goes too) */
 static gboolean
-remove_task_dir (const char *task_dir,
-                 GPtrArray  *parents,
-                 GError    **error)
+atomic_delete (const char *path,
+               GError    **error)
 {
-  g_autofree char *parent = g_path_get_dirname (task_dir);
-  g_autofree char *base = g_path_get_basename (task_dir);
+  g_autofree char *parent = g_path_get_dirname (path);
+  g_autofree char *base = g_path_get_basename (path);
   g_autofree char *hidden = g_strconcat (".", base, NULL);
   g_autofree char *hidden_path = g_build_filename (parent, hidden, NULL);
   g_autoptr(GError) local_error = NULL;
   int parent_fd;
   gboolean ok;
 
-  /* as containerd's bundle.Delete: rename to .<id>, then delete (the rootfs unmounted:
-   * see below) */
-  if (g_rename (task_dir, hidden_path) != 0 && errno != ENOENT)
+  if (g_rename (path, hidden_path) != 0 && errno != ENOENT)
     {
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rename %s: %s", task_dir,
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "rename %s: %s", path,
                    g_strerror (errno));
       return FALSE;
     }
@@ -382,6 +383,19 @@ remove_task_dir (const char *task_dir,
   if (!ok)
     g_propagate_error (error, g_steal_pointer (&local_error));
   close (parent_fd);
+  return ok;
+}
+
+static gboolean
+remove_task_dir (const char *task_dir,
+                 GPtrArray  *parents,
+                 GError    **error)
+{
+  g_autofree char *parent = g_path_get_dirname (task_dir);
+  gboolean ok;
+
+  /* as containerd's bundle.Delete (the rootfs unmounted: see atomic_delete()) */
+  ok = atomic_delete (task_dir, error);
   /* the namespace directory goes when its last task does */
   if (parents == NULL)
     g_rmdir (parent);
@@ -390,11 +404,49 @@ remove_task_dir (const char *task_dir,
   return ok;
 }
 
+/* containerd's bundle.Delete: the rootfs unmounted and removed (an error other than its
+ * absence stops it there), then the bundle and the work directory its `work` link names
+ * atomically deleted; the work directory also when the bundle could not be. Containerd's
+ * namespace directory stays: containerd made it, and removes it itself. */
+static gboolean
+remove_bundle (const char *bundle,
+               GError    **error)
+{
+  g_autofree char *work_link = g_build_filename (bundle, "work", NULL);
+  g_autofree char *work = g_file_read_link (work_link, NULL);
+  g_autofree char *rootfs = g_build_filename (bundle, "rootfs", NULL);
+  g_autoptr(GError) bundle_error = NULL;
+  gboolean ok;
+
+  unmount_under (rootfs);
+  if (g_rmdir (rootfs) != 0 && errno != ENOENT)
+    {
+      int saved_errno = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "remove %s: %s",
+                   rootfs, g_strerror (saved_errno));
+      return FALSE;
+    }
+  ok = atomic_delete (bundle, &bundle_error);
+  if (work != NULL && g_path_is_absolute (work) && !atomic_delete (work, ok ? error : NULL))
+    ok = FALSE;
+  if (bundle_error != NULL)
+    g_propagate_error (error, g_steal_pointer (&bundle_error));
+  return ok;
+}
+
 gboolean
 shimwatch_cleanup_remove_task_dir (const char *task_dir,
                                    GError    **error)
 {
   return remove_task_dir (task_dir, NULL, error);
+}
+
+gboolean
+shimwatch_cleanup_remove_bundle (const char *bundle,
+                                 GError    **error)
+{
+  return remove_bundle (bundle, error);
 }
 
 /* in the worker thread: the task is deleted or dead, so whatever still runs in its cgroup
@@ -447,6 +499,49 @@ remove_cgroup (RunData *data,
   return TRUE;
 }
 
+/* the socket file a dead shim leaves; one of containerd's only if nothing answers on it
+ * (a shim started again for the task may listen at the same address by now) */
+static void
+remove_socket (ShimwatchCleanupRequest *request)
+{
+  struct stat st;
+
+  if (request->socket_path == NULL || g_lstat (request->socket_path, &st) != 0 ||
+      !S_ISSOCK (st.st_mode))
+    return;
+  if (request->containerd_bundle && shimwatch_containerd_socket_answers (request->socket_path))
+    return;
+  if (g_unlink (request->socket_path) != 0 && errno != ENOENT)
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "cannot remove shim socket %s: %s",
+                        request->socket_path, g_strerror (errno));
+}
+
+/* step 3 of containerd's bundle, after its `shim delete` */
+static void
+remove_containerd_bundle (RunData *data)
+{
+  ShimwatchCleanupRequest *request = data->request;
+  g_autoptr(GError) error = NULL;
+
+  /* as containerd: a bundle whose delete failed is left where it is, and so is the socket */
+  if (!data->result->delete_ok)
+    {
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                          "bundle %s stays for containerd: its shim delete failed",
+                          request->task_dir);
+      return;
+    }
+  data->result->removed = remove_bundle (request->task_dir, &error);
+  if (!data->result->removed)
+    {
+      data->result->remove_error = g_strdup (error->message);
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "bundle %s stays: %s",
+                          request->task_dir, error->message);
+    }
+  /* then the socket file of the dead shim */
+  remove_socket (request);
+}
+
 /* The removal of one task's state, in a thread; FALSE if it has to wait for the task's
  * cgroup to empty and @may_wait is FALSE: then what it did is done again, harmlessly,
  * by a call that may wait. @parents: where the task directory's parent goes (its
@@ -459,7 +554,12 @@ remove_state_now (RunData   *data,
 {
   ShimwatchCleanupRequest *request = data->request;
   g_autoptr(GError) error = NULL;
-  struct stat st;
+
+  if (request->containerd_bundle)
+    {
+      remove_containerd_bundle (data);
+      return TRUE;
+    }
 
   /* the runc state goes with the process: never orphan a running container. runc's
    * delete removed it already, but after a failed one: one open(2) that fails says so
@@ -472,10 +572,7 @@ remove_state_now (RunData   *data,
       g_clear_error (&error);
     }
 
-  if (request->socket_path != NULL && g_lstat (request->socket_path, &st) == 0 &&
-      S_ISSOCK (st.st_mode) && g_unlink (request->socket_path) != 0)
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "cannot remove shim socket %s: %s",
-                        request->socket_path, g_strerror (errno));
+  remove_socket (request);
 
   /* never before delete, and only when delete worked or the task is dead: the task dir
    * holds what a later delete (Reap) needs */
@@ -485,8 +582,11 @@ remove_state_now (RunData   *data,
         return FALSE;
       data->result->removed = remove_task_dir (request->task_dir, parents, &error);
       if (!data->result->removed)
-        shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request), "task directory %s stays: %s",
-                            request->task_dir, error->message);
+        {
+          data->result->remove_error = g_strdup (error->message);
+          shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
+                              "task directory %s stays: %s", request->task_dir, error->message);
+        }
     }
   else
     shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_TASK (request),
@@ -533,8 +633,9 @@ removal_done (GTask *task)
   release_slot (self, data);
   self->n_running--;
   shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (data->request),
-                      "cleanup finished (delete %s, task dir %s)",
+                      "cleanup finished (delete %s, %s %s)",
                       data->result->delete_ok ? "ok" : "failed",
+                      data->request->containerd_bundle ? "bundle" : "task dir",
                       data->result->removed ? "removed" : "kept");
   g_task_return_pointer (task, g_steal_pointer (&data->result),
                          (GDestroyNotify) shimwatch_cleanup_result_free);
@@ -908,6 +1009,12 @@ shimwatch_cleanup_run_async (ShimwatchCleanup          *self,
 
   g_return_if_fail (SHIMWATCH_IS_CLEANUP (self));
   g_return_if_fail (request != NULL && request->task_dir != NULL);
+  g_return_if_fail (request->cgroup_path == NULL || self->cgroups != NULL);
+  /* containerd's bundle: its shim's task is containerd's to kill, its runc state and
+   * cgroup the shim's delete removes */
+  g_return_if_fail (!request->containerd_bundle ||
+                    (!request->kill_task && !request->kill_cgroup && !request->deleted &&
+                     request->cgroup_path == NULL && request->runc_state_dir == NULL));
 
   /* deliberately no GCancellable: see the header */
   task = g_task_new (self, NULL, callback, user_data);
@@ -919,7 +1026,8 @@ shimwatch_cleanup_run_async (ShimwatchCleanup          *self,
   data->result = g_new0 (ShimwatchCleanupResult, 1);
   data->killed = killed;
   data->killed_data = killed_data;
-  data->cgroups = shimwatch_cgroup_host_ref (self->cgroups);
+  if (self->cgroups != NULL)
+    data->cgroups = shimwatch_cgroup_host_ref (self->cgroups);
   g_task_set_task_data (task, data, (GDestroyNotify) run_data_free);
   self->n_running++;
   shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_TASK (request), "cleanup started");
@@ -1068,7 +1176,8 @@ shimwatch_cleanup_new (ShimwatchLauncher   *launcher,
   g_autoptr(GMainContext) context = g_main_context_ref_thread_default ();
 
   self->launcher = g_object_ref (launcher);
-  self->cgroups = shimwatch_cgroup_host_ref (cgroups);
+  if (cgroups != NULL)
+    self->cgroups = shimwatch_cgroup_host_ref (cgroups);
   self->max_concurrent = MAX (max_concurrent, 1);
   /* its thread starts now and stays (blocked while idle, it costs no CPU) */
   self->remover = remover_start (self);

@@ -17,6 +17,19 @@
  *     delete it, unlink the shim socket file, remove leftover runc state, and remove the
  *     task's cgroup from every hierarchy once nothing runs in it.
  *
+ * A request of containerd's bundle (companion mode: containerd did not clean up after a
+ * dead shim, see shimwatch-containerd-task.h) has no step 1, and steps 2 and 3 in the
+ * order containerd follows (runtime/v2/shim.go, bundle.go), because the order matters:
+ * renaming a bundle while another `shim delete` still runs in it makes that delete fail
+ * and leaves the container running.
+ *  2. `<shim> delete` in the bundle, to completion, in the same queue of slots;
+ *  3. only after it, and only if it worked (as containerd, a bundle whose delete failed
+ *     is left where it is): unmount <bundle>/rootfs and remove it, rename the bundle and
+ *     the target of its `work` link to .<name> and remove them (containerd's
+ *     bundle.Delete and atomicDelete); then the shim's socket file, if nothing answers on
+ *     it. No runc state, no cgroup, and containerd's namespace directory stays. Nothing
+ *     here writes containerd's metadata or opens the task's `log` FIFO.
+ *
  * Every step tolerates "already done", so a cleanup can run again over the same state.
  */
 #pragma once
@@ -46,6 +59,9 @@ typedef struct {
   gboolean kill_cgroup;       /* SIGKILL what still runs in it before anything else */
   gboolean deleted;           /* the shim's Delete completed: no `shim delete` */
   guint    timeout_ms;
+  gboolean containerd_bundle; /* task_dir is containerd's bundle of a task whose shim
+                               * died: removed as containerd removes it (see above); with
+                               * no kill, cgroup, runc state or completed Delete */
 } ShimwatchCleanupRequest;
 
 ShimwatchCleanupRequest *shimwatch_cleanup_request_new  (void);
@@ -58,7 +74,8 @@ typedef struct {
   ShimwatchExit deleted;      /* its answer, when delete_ok */
   char         *delete_error; /* why not, otherwise */
   gboolean      delete_timed_out; /* the delete was killed at the request's timeout */
-  gboolean      removed;      /* the task directory is gone */
+  gboolean      removed;      /* the task directory (or bundle and work directory) is gone */
+  char         *remove_error; /* why not, when step 3 tried */
   gint64        emptied_at;   /* when (g_get_monotonic_time()) step 1 saw the task's cgroup
                                * empty, its init dead; 0: it never did */
 } ShimwatchCleanupResult;
@@ -71,6 +88,9 @@ typedef void (*ShimwatchCleanupKilledFunc) (guint32  pid,
                                             gint64   when,
                                             gpointer user_data);
 
+/* @cgroups: NULL for a cleanup none of whose requests names a cgroup (the companion's,
+ * whose requests are all of containerd's bundles). Every request under way holds the
+ * cleanup: what is queued or running when its owner lets go still runs to its end. */
 ShimwatchCleanup       *shimwatch_cleanup_new        (ShimwatchLauncher          *launcher,
                                                       ShimwatchCgroupHost        *cgroups,
                                                       guint                       max_concurrent);
@@ -93,6 +113,10 @@ guint shimwatch_cleanup_kill_processes_in (const char *dir);
 
 /* the thread part, also usable on its own (unit tests, Reap of leftovers) */
 gboolean shimwatch_cleanup_remove_task_dir (const char  *task_dir,
+                                            GError     **error);
+/* step 3 of a containerd bundle on its own: the rootfs unmounted and removed, the bundle
+ * and its work directory atomically deleted; TRUE if both are gone */
+gboolean shimwatch_cleanup_remove_bundle   (const char  *bundle,
                                             GError     **error);
 /* remove parent/name and everything below it, never crossing into another file system;
  * TRUE if it is gone (or was not there) */

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shimwatch-containerd-takeover.h"
+#include "shimwatch-bundle.h"
 #include "shimwatch-crash-point.h"
 #include "shimwatch-error.h"
 #include "shimwatch-logging.h"
@@ -312,8 +312,8 @@ takeover_cb (GObject      *source,
              gpointer      user_data)
 {
   g_autoptr(ShimwatchContainerdTask) self = user_data;
-  g_autoptr(ShimwatchContainerdTakeoverResult) outcome =
-    shimwatch_containerd_takeover_finish (result);
+  g_autoptr(ShimwatchCleanupResult) outcome =
+    shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
 
   if (self->detached)
     return;
@@ -350,7 +350,7 @@ static void
 start_takeover (ShimwatchContainerdTask *self,
                 const char              *why)
 {
-  g_autoptr(ShimwatchContainerdTakeoverRequest) request = NULL;
+  g_autoptr(ShimwatchCleanupRequest) request = NULL;
   g_autoptr(GError) error = NULL;
 
   if (self->takeover_started || self->delete_emitted || self->bundle_gone)
@@ -358,12 +358,13 @@ start_takeover (ShimwatchContainerdTask *self,
   self->takeover_started = TRUE;
   g_clear_handle_id (&self->probe_source, g_source_remove);
   set_status (self, "cleaning");
-  request = g_new0 (ShimwatchContainerdTakeoverRequest, 1);
+  request = shimwatch_cleanup_request_new ();
+  request->containerd_bundle = TRUE;
   request->namespace_ = g_strdup (self->namespace_);
   request->id = g_strdup (self->id);
-  request->bundle = g_strdup (self->bundle);
-  request->shim_binary = shimwatch_containerd_shim_binary (self->bundle, self->env->runtime_dirs,
-                                                           &error);
+  request->task_dir = g_strdup (self->bundle);
+  request->shim_binary = shimwatch_bundle_shim_binary (self->bundle, self->env->runtime_dirs,
+                                                       &error);
   if (request->shim_binary == NULL)
     shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "cleaned"),
                         "no shim delete: %s", error->message);
@@ -374,8 +375,8 @@ start_takeover (ShimwatchContainerdTask *self,
   request->timeout_ms = self->env->delete_timeout_ms;
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "reap"),
                       "taking over containerd's cleanup: %s", why);
-  shimwatch_containerd_takeover_async (self->env->takeovers, g_steal_pointer (&request),
-                                       takeover_cb, g_object_ref (self));
+  shimwatch_cleanup_run_async (self->env->cleanup, g_steal_pointer (&request), NULL, NULL,
+                               takeover_cb, g_object_ref (self));
 }
 
 static gboolean

@@ -14,7 +14,7 @@
 #include <gio/gio.h>
 
 #include "shimwatch-containerd-connection.h"
-#include "shimwatch-containerd-takeover.h"
+#include "shimwatch-cleanup.h"
 #include "shimwatch-dbus-generated.h"
 #include "shimwatch-history.h"
 #include "shimwatch-launcher.h"
@@ -33,7 +33,7 @@ typedef struct {
   ShimwatchDbusManager  *manager;          /* Reap is completed on it */
   ShimwatchRecordCommitter *committer;     /* the tasks' records; NULL: none */
   ShimwatchHistory      *history;          /* lifecycle events go here too */
-  ShimwatchContainerdTakeovers *takeovers; /* run `shim delete` for takeovers, a few at a time */
+  ShimwatchCleanup      *cleanup;          /* runs the takeovers: containerd's bundles */
   const char * const    *runtime_dirs;     /* where a shim binary may come from */
   const char            *containerd_socket; /* containerd's gRPC socket file */
   guint                  cleanup_timeout_ms; /* containerd's io.containerd.timeout.shim.cleanup */

@@ -483,9 +483,12 @@ shimwatch_containerd_new (const ShimwatchConfig    *config,
   self->env.committer = self->committer;
   self->env.history = g_object_ref (history);
   launcher = shimwatch_launcher_new (&launcher_config);
-  /* as many at once as the service's own cleanups (CleanupConcurrency) */
-  self->env.takeovers = shimwatch_containerd_takeovers_new (launcher,
-                                                            self->config->cleanup_concurrency);
+  /* The takeovers are cleanups of their own kind (containerd's bundles), in a cleanup of
+   * their own: its `shim delete` runs with containerd's addresses, which a launcher holds
+   * for all it runs, and it needs no cgroups. As many at once as the service's own
+   * cleanups (CleanupConcurrency), in a queue apart: a burst of containerd's deaths with
+   * containerd down waits behind none of the service's own, nor holds them up. */
+  self->env.cleanup = shimwatch_cleanup_new (launcher, NULL, self->config->cleanup_concurrency);
   self->env.runtime_dirs = (const char * const *) self->config->runtime_path;
   self->env.containerd_socket = self->config->containerd_address;
   self->env.cleanup_timeout_ms =
@@ -542,7 +545,8 @@ shimwatch_containerd_finalize (GObject *object)
   g_hash_table_unref (self->tasks);
   g_hash_table_unref (self->connections);
   g_hash_table_unref (self->done);
-  g_clear_pointer (&self->env.takeovers, shimwatch_containerd_takeovers_free);
+  /* a takeover under way holds the cleanup, and finishes */
+  g_clear_object (&self->env.cleanup);
   g_clear_object (&self->env.history);
   g_clear_pointer (&self->committer, shimwatch_record_committer_free);
   g_free (self->records_dir);

@@ -3,7 +3,10 @@
  * ShimwatchCleanup without shims: a cleanup after a completed Delete (no `shim delete`)
  * removes the task directory and the task's cgroup, and the threads that do it are the
  * cleanup's own, started with it and kept: a burst of deaths starts no thread. A removal
- * whose cgroup will not empty goes to GLib's pool and holds up no other removal.
+ * whose cgroup will not empty goes to GLib's pool and holds up no other removal. The
+ * takeover of containerd's cleanup, a request of its own kind, with a shell script for
+ * `shim delete`: delete first, in the cleanup's slots, then the bundle as containerd
+ * removes it.
  */
 #include "config.h"
 
@@ -19,6 +22,8 @@
 #include <sys/ucontext.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -754,6 +759,392 @@ test_remove_tree_mount_below (void)
   }
 }
 
+/* -- containerd's bundle: the takeover of containerd's cleanup ----------------------------- */
+
+#define CONTAINERD_TASK_DIR "io.containerd.runtime.v2.task"
+#define BUNDLE_SLOTS        2
+#define N_BUNDLES           5
+
+/* a task of containerd's whose shim died: its bundle under the state directory, with a
+ * rootfs and a `work` link to its work directory under the root directory, and the dead
+ * shim's socket file (bound, then closed: nothing answers on it) */
+typedef struct {
+  char *bundle;
+  char *work;
+  char *socket;
+} ContainerdLeftovers;
+
+static void
+containerd_leftovers_clear (ContainerdLeftovers *leftovers)
+{
+  g_free (leftovers->bundle);
+  g_free (leftovers->work);
+  g_free (leftovers->socket);
+}
+
+static int
+bind_socket (const char *path)
+{
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpuint (strlen (path), <, sizeof addr.sun_path);
+  g_strlcpy (addr.sun_path, path, sizeof addr.sun_path);
+  g_assert_no_errno (bind (fd, (struct sockaddr *) &addr, sizeof addr));
+  return fd;
+}
+
+static void
+make_containerd_leftovers (const char          *root,
+                           const char          *id,
+                           ContainerdLeftovers *leftovers)
+{
+  g_autofree char *rootfs = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *file = NULL;
+  g_autofree char *file_in = NULL;
+
+  leftovers->bundle = g_build_filename (root, "state", CONTAINERD_TASK_DIR, "ns", id, NULL);
+  leftovers->work = g_build_filename (root, "root", CONTAINERD_TASK_DIR, "ns", id, NULL);
+  leftovers->socket = g_strdup_printf ("%s/s-%s", root, id);
+  rootfs = g_build_filename (leftovers->bundle, "rootfs", NULL);
+  link = g_build_filename (leftovers->bundle, "work", NULL);
+  file = g_build_filename (leftovers->work, "runtime", NULL);
+  g_assert_no_errno (g_mkdir_with_parents (rootfs, 0711));
+  g_assert_no_errno (g_mkdir_with_parents (leftovers->work, 0711));
+  g_assert_true (g_file_set_contents (file, "x", -1, NULL));
+  file_in = g_build_filename (leftovers->bundle, "config.json", NULL);
+  g_assert_true (g_file_set_contents (file_in, "{}", -1, NULL));
+  g_assert_no_errno (symlink (leftovers->work, link));
+  g_assert_no_errno (close (bind_socket (leftovers->socket)));
+}
+
+static void
+assert_bundle_gone (const ContainerdLeftovers *leftovers)
+{
+  g_autofree char *parent = g_path_get_dirname (leftovers->bundle);
+  g_autofree char *base = g_path_get_basename (leftovers->bundle);
+  g_autofree char *hidden_name = g_strconcat (".", base, NULL);
+  g_autofree char *hidden = g_build_filename (parent, hidden_name, NULL);
+  g_autofree char *work_parent = g_path_get_dirname (leftovers->work);
+  g_autofree char *hidden_work = g_build_filename (work_parent, hidden_name, NULL);
+
+  g_assert_false (g_file_test (leftovers->bundle, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK));
+  g_assert_false (g_file_test (hidden, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (leftovers->work, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (hidden_work, G_FILE_TEST_EXISTS));
+  /* containerd's namespace directories stay: containerd made them */
+  g_assert_true (g_file_test (parent, G_FILE_TEST_IS_DIR));
+  g_assert_true (g_file_test (work_parent, G_FILE_TEST_IS_DIR));
+}
+
+/* containerd's bundle.Delete on its own: the rootfs, the bundle and the work directory its
+ * `work` link names go, containerd's namespace directories stay; done again, it is done */
+static void
+test_bundle_remove (Fixture       *fixture,
+                    gconstpointer  data)
+{
+  ContainerdLeftovers leftovers = { 0 };
+  g_autoptr(GError) error = NULL;
+
+  make_containerd_leftovers (fixture->root, "gone", &leftovers);
+  g_assert_true (shimwatch_cleanup_remove_bundle (leftovers.bundle, &error));
+  g_assert_no_error (error);
+  assert_bundle_gone (&leftovers);
+  g_assert_true (shimwatch_cleanup_remove_bundle (leftovers.bundle, &error));
+  g_assert_no_error (error);
+  containerd_leftovers_clear (&leftovers);
+}
+
+/* a `shim delete` that checks it runs in the bundle, notes when it begins and ends (one
+ * line each, appended), takes long enough for the deletes running at once to overlap,
+ * finds the bundle still there as it ends, and answers pid 42, exit status 9 */
+static const char delete_script[] =
+  "#!/bin/sh\n"
+  "for last; do :; done\n"
+  "[ \"$last\" = delete ] || exit 2\n"
+  "[ -f config.json ] && [ -d rootfs ] || exit 3\n"
+  "echo begin >> '%s'\n"
+  "sleep 0.3\n"
+  "[ -f config.json ] && [ -d rootfs ] || exit 4\n"
+  "echo end >> '%s'\n"
+  "printf '\\010\\052\\020\\011'\n";
+
+/* the script as @name in @dir, noting into @log; returns its path */
+static char *
+make_delete_script (const char *dir,
+                    const char *name,
+                    const char *log)
+{
+  g_autofree char *text = g_strdup_printf (delete_script, log, log);
+  char *path = g_build_filename (dir, name, NULL);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_no_errno (chmod (path, 0755));
+  return path;
+}
+
+static ShimwatchCleanupRequest *
+bundle_request (const char                *id,
+                const ContainerdLeftovers *leftovers,
+                const char                *shim_binary)
+{
+  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
+
+  request->containerd_bundle = TRUE;
+  request->namespace_ = g_strdup ("ns");
+  request->id = g_strdup (id);
+  request->task_dir = g_strdup (leftovers->bundle);
+  request->socket_path = g_strdup (leftovers->socket);
+  request->shim_binary = g_strdup (shim_binary);
+  request->timeout_ms = 30000;
+  return request;
+}
+
+typedef struct {
+  guint                   pending;
+  ShimwatchCleanupResult *results[N_BUNDLES];
+} BundleRun;
+
+typedef struct {
+  BundleRun *run;
+  guint      i;
+} BundleSlot;
+
+static void
+bundle_done_cb (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  BundleSlot *slot = user_data;
+
+  slot->run->results[slot->i] = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
+  g_assert_nonnull (slot->run->results[slot->i]);
+  slot->run->pending--;
+  g_free (slot);
+}
+
+static void
+bundle_run_start (BundleRun               *run,
+                  ShimwatchCleanup        *cleanup,
+                  guint                    i,
+                  ShimwatchCleanupRequest *request)
+{
+  BundleSlot *slot = g_new0 (BundleSlot, 1);
+
+  slot->run = run;
+  slot->i = i;
+  run->pending++;
+  shimwatch_cleanup_run_async (cleanup, request, NULL, NULL, bundle_done_cb, slot);
+}
+
+static void
+bundle_run_wait (BundleRun *run)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+
+  while (run->pending > 0)
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+}
+
+static void
+bundle_run_clear (BundleRun *run)
+{
+  for (guint i = 0; i < N_BUNDLES; i++)
+    g_clear_pointer (&run->results[i], shimwatch_cleanup_result_free);
+}
+
+/* The takeover of containerd's cleanup is a cleanup request of its own kind, in the
+ * cleanup's queue: each bundle's `shim delete` runs in the bundle, to its end, before
+ * anything of the bundle is removed; no more deletes run at once than the cleanup's
+ * slots; then the bundle goes as containerd's bundle.Delete removes it (and the work
+ * directory with it, containerd's namespace directories staying), and the dead shim's
+ * socket file, but not a socket something answers on. The owner lets go of the cleanup
+ * as soon as it asked: what it asked for still runs to its end. */
+static void
+test_bundle_takeover (Fixture       *fixture,
+                      gconstpointer  data)
+{
+  g_autofree char *log = g_build_filename (fixture->root, "deletes", NULL);
+  g_autofree char *shim = make_delete_script (fixture->root, "containerd-shim-spy-v2", log);
+  g_autofree char *notes = NULL;
+  g_auto(GStrv) lines = NULL;
+  ContainerdLeftovers leftovers[N_BUNDLES] = { { 0 } };
+  ShimwatchCleanup *cleanup = shimwatch_cleanup_new (fixture->launcher, NULL, BUNDLE_SLOTS);
+  BundleRun run = { 0 };
+  guint begins = 0, running = 0, most = 0;
+  int answering;
+
+  for (guint i = 0; i < N_BUNDLES; i++)
+    {
+      g_autofree char *id = g_strdup_printf ("c%u", i);
+
+      make_containerd_leftovers (fixture->root, id, &leftovers[i]);
+    }
+  /* the last one's socket answers: a shim of the same address lives */
+  g_assert_no_errno (g_unlink (leftovers[N_BUNDLES - 1].socket));
+  answering = bind_socket (leftovers[N_BUNDLES - 1].socket);
+  g_assert_no_errno (listen (answering, 4));
+
+  for (guint i = 0; i < N_BUNDLES; i++)
+    {
+      g_autofree char *id = g_strdup_printf ("c%u", i);
+
+      bundle_run_start (&run, cleanup, i, bundle_request (id, &leftovers[i], shim));
+    }
+  /* as the companion does when it stops */
+  g_object_unref (cleanup);
+  bundle_run_wait (&run);
+
+  for (guint i = 0; i < N_BUNDLES; i++)
+    {
+      ShimwatchCleanupResult *result = run.results[i];
+
+      g_assert_true (result->delete_ok);
+      g_assert_null (result->delete_error);
+      g_assert_cmpuint (result->deleted.pid, ==, 42);
+      g_assert_cmpuint (result->deleted.exit_status, ==, 9);
+      g_assert_true (result->removed);
+      g_assert_null (result->remove_error);
+      assert_bundle_gone (&leftovers[i]);
+      if (i < N_BUNDLES - 1)
+        g_assert_false (g_file_test (leftovers[i].socket, G_FILE_TEST_EXISTS));
+    }
+  g_assert_true (g_file_test (leftovers[N_BUNDLES - 1].socket, G_FILE_TEST_EXISTS));
+  g_assert_no_errno (close (answering));
+
+  /* every delete ran to its end, never more than the slots at once, and the slots were used */
+  g_assert_true (g_file_get_contents (log, &notes, NULL, NULL));
+  lines = g_strsplit (g_strstrip (notes), "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      if (g_str_equal (lines[i], "begin"))
+        {
+          begins++;
+          running++;
+        }
+      else
+        {
+          g_assert_cmpstr (lines[i], ==, "end");
+          running--;
+        }
+      most = MAX (most, running);
+    }
+  g_test_message ("%u deletes, at most %u at once with %u slots", begins, most, BUNDLE_SLOTS);
+  g_assert_cmpuint (begins, ==, N_BUNDLES);
+  g_assert_cmpuint (running, ==, 0);
+  g_assert_cmpuint (most, ==, BUNDLE_SLOTS);
+  bundle_run_clear (&run);
+  for (guint i = 0; i < N_BUNDLES; i++)
+    containerd_leftovers_clear (&leftovers[i]);
+}
+
+/* As containerd: a bundle whose `shim delete` failed, or that names no shim binary that
+ * may run, is left where it is, and the dead shim's socket with it */
+static void
+test_bundle_delete_failed (Fixture       *fixture,
+                           gconstpointer  data)
+{
+  g_autofree char *failing = g_build_filename (fixture->root, "containerd-shim-fail-v2", NULL);
+  ContainerdLeftovers leftovers[2] = { { 0 } };
+  BundleRun run = { 0 };
+
+  g_assert_true (g_file_set_contents (failing, "#!/bin/sh\necho no >&2\nexit 1\n", -1, NULL));
+  g_assert_no_errno (chmod (failing, 0755));
+  make_containerd_leftovers (fixture->root, "failed", &leftovers[0]);
+  make_containerd_leftovers (fixture->root, "nobinary", &leftovers[1]);
+  /* the cleanup warns of each (in structured logs, which g_test_expect_message() does not
+   * see): not fatal here */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  bundle_run_start (&run, fixture->cleanup, 0, bundle_request ("failed", &leftovers[0], failing));
+  bundle_run_start (&run, fixture->cleanup, 1, bundle_request ("nobinary", &leftovers[1], NULL));
+  bundle_run_wait (&run);
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *config = g_build_filename (leftovers[i].bundle, "config.json", NULL);
+      g_autofree char *rootfs = g_build_filename (leftovers[i].bundle, "rootfs", NULL);
+
+      g_assert_false (run.results[i]->delete_ok);
+      g_assert_nonnull (run.results[i]->delete_error);
+      g_assert_false (run.results[i]->removed);
+      g_assert_true (g_file_test (config, G_FILE_TEST_IS_REGULAR));
+      g_assert_true (g_file_test (rootfs, G_FILE_TEST_IS_DIR));
+      g_assert_true (g_file_test (leftovers[i].work, G_FILE_TEST_IS_DIR));
+      g_assert_true (g_file_test (leftovers[i].socket, G_FILE_TEST_EXISTS));
+      containerd_leftovers_clear (&leftovers[i]);
+    }
+  bundle_run_clear (&run);
+}
+
+/* A rootfs still mounted in the bundle (the dead shim's delete did not unmount it) is
+ * unmounted before the bundle goes: none of its mounts is left. In a mount namespace of
+ * the child's own, whose threads all start after it entered it. */
+static void
+test_bundle_rootfs_mount (void)
+{
+  g_autofree char *root = NULL;
+  g_autofree char *log = NULL;
+  g_autofree char *shim = NULL;
+  g_autofree char *rootfs = NULL;
+  g_autofree char *inside = NULL;
+  g_autoptr(ShimwatchLauncher) launcher = NULL;
+  const char *runtime_dirs[] = { NULL, NULL };
+  ShimwatchLauncherConfig config = { 0 };
+  ContainerdLeftovers leftovers = { 0 };
+  ShimwatchCleanup *cleanup;
+  BundleRun run = { 0 };
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root (it mounts a tmpfs in a mount namespace of its own)");
+      return;
+    }
+  if (!g_test_subprocess ())
+    {
+      root = shimwatch_test_dir_new (NULL, "swbundle-XXXXXX", NULL);
+      g_assert_nonnull (root);
+      g_setenv ("SHIMWATCH_TEST_MOUNT_ROOT", root, TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_unsetenv ("SHIMWATCH_TEST_MOUNT_ROOT");
+      shimwatch_test_dir_remove (root);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_assert_no_errno (unshare (CLONE_NEWNS));
+  g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+  root = g_strdup (g_getenv ("SHIMWATCH_TEST_MOUNT_ROOT"));
+  g_assert_nonnull (root);
+  make_containerd_leftovers (root, "mounted", &leftovers);
+  rootfs = g_build_filename (leftovers.bundle, "rootfs", NULL);
+  inside = g_build_filename (rootfs, "etc", NULL);
+  g_assert_no_errno (mount ("shimwatch-test", rootfs, "tmpfs", 0, "size=64k"));
+  g_assert_no_errno (g_mkdir (inside, 0700));
+  g_assert_true (is_mounted (rootfs));
+
+  log = g_build_filename (root, "deletes", NULL);
+  shim = make_delete_script (root, "containerd-shim-spy-v2", log);
+  runtime_dirs[0] = root;
+  config.runtime_dirs = runtime_dirs;
+  config.shim_address = "unix:///nonexistent/shimwatch-test.sock";
+  config.ttrpc_address = "/nonexistent/shimwatch-test-events.sock";
+  launcher = shimwatch_launcher_new (&config);
+  cleanup = shimwatch_cleanup_new (launcher, NULL, BUNDLE_SLOTS);
+  bundle_run_start (&run, cleanup, 0, bundle_request ("mounted", &leftovers, shim));
+  bundle_run_wait (&run);
+  g_object_unref (cleanup);
+  g_assert_true (run.results[0]->delete_ok);
+  g_assert_true (run.results[0]->removed);
+  g_assert_false (is_mounted (rootfs));
+  assert_bundle_gone (&leftovers);
+  bundle_run_clear (&run);
+  containerd_leftovers_clear (&leftovers);
+}
+
 /* -- the death of a task in a real cgroup (root, cgroup2; the integration suite) ----------- */
 
 typedef struct {
@@ -1190,6 +1581,13 @@ main (int    argc,
               test_cgroup_gone_looked_for_once, fixture_tear_down);
   g_test_add ("/cleanup/runc-state-one-open", Fixture, NULL, fixture_set_up,
               test_runc_state_one_open, fixture_tear_down);
+  g_test_add ("/cleanup/bundle/remove", Fixture, NULL, fixture_set_up, test_bundle_remove,
+              fixture_tear_down);
+  g_test_add ("/cleanup/bundle/takeover", Fixture, NULL, fixture_set_up, test_bundle_takeover,
+              fixture_tear_down);
+  g_test_add ("/cleanup/bundle/delete-failed", Fixture, NULL, fixture_set_up,
+              test_bundle_delete_failed, fixture_tear_down);
+  g_test_add_func ("/cleanup/bundle/rootfs-mount", test_bundle_rootfs_mount);
   /* it makes a cgroup and processes: the integration suite runs it, under the test lock */
   if (g_getenv ("SHIMWATCH_TEST_REAL_CGROUP") != NULL)
     {

@@ -4,20 +4,22 @@
  * cleanup timeout of containerd's config.toml; the bundle watcher over a directory laid
  * out as containerd's state (initial scan, ready only with address and init.pid, removed
  * on the rename to .<id>, namespace filter, a state directory that appears later); the
- * shim binary check and the bundle removal of a takeover; and whether a socket answers.
+ * check of the shim binary a bundle names, before a takeover runs it; and whether a
+ * socket answers. The takeover itself is a cleanup request: tests/test-cleanup.c.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "shimwatch-bundle.h"
 #include "shimwatch-cleanup.h"
 #include "shimwatch-containerd-config.h"
 #include "shimwatch-containerd-connection.h"
-#include "shimwatch-containerd-takeover.h"
 #include "shimwatch-containerd-watcher.h"
 #include "shimwatch-error.h"
 
@@ -339,7 +341,7 @@ test_watcher_late_state_dir (Fixture       *fixture,
   assert_events (fixture, found);
 }
 
-/* -- takeover helpers ------------------------------------------------------------------ */
+/* -- the shim binary a bundle names ------------------------------------------------------ */
 
 static void
 test_shim_binary (Fixture       *fixture,
@@ -369,7 +371,7 @@ test_shim_binary (Fixture       *fixture,
       g_autofree char *binary = NULL;
 
       put_file (bundle, "shim-binary-path", contents);
-      binary = shimwatch_containerd_shim_binary (bundle, dirs, &error);
+      binary = shimwatch_bundle_shim_binary (bundle, dirs, &error);
       if (cases[i].ok)
         {
           g_assert_no_error (error);
@@ -386,42 +388,19 @@ test_shim_binary (Fixture       *fixture,
     g_autofree char *file = g_build_filename (bundle, "shim-binary-path", NULL);
 
     g_unlink (file);
-    g_assert_null (shimwatch_containerd_shim_binary (bundle, dirs, &error));
+    g_assert_null (shimwatch_bundle_shim_binary (bundle, dirs, &error));
     g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
   }
-}
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *file = g_build_filename (bundle, "shim-binary-path", NULL);
 
-static void
-test_remove_bundle (Fixture       *fixture,
-                    gconstpointer  data)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree char *bundle = make_bundle (fixture, "ns", "gone", TRUE);
-  g_autofree char *work = g_build_filename (fixture->dir, "root", SHIMWATCH_CONTAINERD_TASK_DIR,
-                                            "ns", "gone", NULL);
-  g_autofree char *link = g_build_filename (bundle, "work", NULL);
-  g_autofree char *rootfs = g_build_filename (bundle, "rootfs", NULL);
-  g_autofree char *work_file = g_build_filename (work, "state", NULL);
-  g_autofree char *hidden_bundle = g_build_filename (fixture->state,
-                                                     SHIMWATCH_CONTAINERD_TASK_DIR, "ns", ".gone",
-                                                     NULL);
-  g_autofree char *ns_dir = g_path_get_dirname (bundle);
-
-  g_assert_cmpint (g_mkdir_with_parents (work, 0711), ==, 0);
-  g_assert_true (g_file_set_contents (work_file, "x", -1, NULL));
-  g_assert_cmpint (symlink (work, link), ==, 0);
-  g_assert_cmpint (g_mkdir (rootfs, 0755), ==, 0);
-
-  g_assert_true (shimwatch_containerd_remove_bundle (bundle, &error));
-  g_assert_no_error (error);
-  g_assert_false (g_file_test (bundle, G_FILE_TEST_EXISTS));
-  g_assert_false (g_file_test (hidden_bundle, G_FILE_TEST_EXISTS));
-  g_assert_false (g_file_test (work, G_FILE_TEST_EXISTS));
-  /* containerd's namespace directory stays */
-  g_assert_true (g_file_test (ns_dir, G_FILE_TEST_IS_DIR));
-  /* again: already done is done */
-  g_assert_true (shimwatch_containerd_remove_bundle (bundle, &error));
-  g_assert_no_error (error);
+    /* a FIFO in its place is refused at once: the main loop does not wait for a writer */
+    g_assert_cmpint (mkfifo (file, 0600), ==, 0);
+    g_assert_null (shimwatch_bundle_shim_binary (bundle, dirs, &error));
+    g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+    g_unlink (file);
+  }
 }
 
 static void
@@ -460,10 +439,8 @@ main (int    argc,
               test_watcher_filter, fixture_tear_down);
   g_test_add ("/containerd/watcher/late-state-dir", Fixture, NULL, fixture_set_up,
               test_watcher_late_state_dir, fixture_tear_down);
-  g_test_add ("/containerd/takeover/shim-binary", Fixture, NULL, fixture_set_up,
+  g_test_add ("/containerd/bundle/shim-binary", Fixture, NULL, fixture_set_up,
               test_shim_binary, fixture_tear_down);
-  g_test_add ("/containerd/takeover/remove-bundle", Fixture, NULL, fixture_set_up,
-              test_remove_bundle, fixture_tear_down);
   g_test_add ("/containerd/socket-answers", Fixture, NULL, fixture_set_up,
               test_socket_answers, fixture_tear_down);
   return g_test_run ();
