@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * What each of four mechanisms of the service buys, measured with and without it in the
+ * What each of three mechanisms of the service buys, measured with and without it in the
  * same run, in alternating rounds (docs/architecture.md, "What each mechanism buys"):
  *
- *  - log:    the service's log writer (shimwatch-log-writer.c) against GLib's default
- *            writer, per line, to the journal (the packaged unit) and to a plain stream;
  *  - types:  the GVariant types the publisher keeps (shimwatch-publisher.c) against none
  *            kept, per message of a death, built and serialized as GDBus does;
  *  - commit: the group commit (shimwatch-commit-queue.c) against a record synced where it
@@ -15,10 +13,13 @@
  *            last only in a -Dtest_hooks build), with 4,000 descriptors open, as with
  *            1,000 shims.
  *
- * bench-mechanisms [--rounds N] [log|types|commit|spawn ...]: each part in a process of
- * its own (the log writer is installed once per process). Prints one table; no figure is
- * judged (timing is no test). The journal part needs root (a private mount namespace with
- * a tmpfs on /run holding a journal's two sockets); without it, it says so.
+ * bench-mechanisms [--rounds N] [types|commit|spawn ...]: each part in a process of its
+ * own. Prints one table; no figure is judged (timing is no test). With root, the tmpfs of
+ * the commit part is a private one on /run (a mount namespace of the bench's own), else
+ * /dev/shm.
+ *
+ * The service's own log writer was measured here too, against GLib's default writer: to
+ * the journal (the packaged unit) they cost the same per line (1.00-1.03 x), so it went.
  */
 #include "config.h"
 
@@ -31,9 +32,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,8 +41,6 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-commit-queue.h"
-#include "shimwatch-log-writer.h"
-#include "shimwatch-logging.h"
 #include "shimwatch-publisher.h"
 #include "shimwatch-records.h"
 #include "shimwatch-spawn.h"
@@ -120,132 +117,6 @@ add (GArray *samples,
      double  value)
 {
   g_array_append_val (samples, value);
-}
-
-/* -- log: the writer ---------------------------------------------------------------- */
-
-/* the fields of a lifecycle line as shimwatch_log_task() gives them */
-static const GLogField line_fields[] = {
-  { "GLIB_DOMAIN", "ShimwatchShim", -1 },
-  { "PRIORITY", "5", -1 },
-  { "CODE_FILE", "../service/shimwatch-shim-lifecycle.c", -1 },
-  { "CODE_LINE", "412", -1 },
-  { "CODE_FUNC", "emit_lifecycle_signal", -1 },
-  { "SHIMWATCH_NAMESPACE", "default", -1 },
-  { "SHIMWATCH_TASK_ID", "bench-task-0001", -1 },
-  { "SHIMWATCH_EVENT", "TaskDelete", -1 },
-  { "MESSAGE_ID", "4d1fbe3c6d2a4d51b1c2c0c1a0b9b2f1", -1 },
-  { "MESSAGE", "default/bench-task-0001: TaskDelete (pid 4242, status 137)", -1 },
-};
-
-static gpointer
-drain_thread (gpointer data)
-{
-  int fd = GPOINTER_TO_INT (data);
-  char buffer[65536];
-
-  while (read (fd, buffer, sizeof buffer) != 0 || errno == EINTR)
-    ;
-  return NULL;
-}
-
-static gboolean
-make_dirs (const char *path)
-{
-  return g_mkdir_with_parents (path, 0755) == 0;
-}
-
-/* stderr to a journal of our own, in a mount namespace of this process alone: a tmpfs on
- * /run, /run/systemd/journal/socket (the datagrams of g_log_writer_journald()) and a
- * stream socket at /run/systemd/journal/stdout that stderr is connected to, as systemd
- * connects a unit's; both drained by threads */
-static gboolean
-fake_journal (void)
-{
-  struct sockaddr_un dgram_addr = { .sun_family = AF_UNIX };
-  struct sockaddr_un stream_addr = { .sun_family = AF_UNIX };
-  int dgram;
-  int listener;
-  int client;
-  int server;
-
-  if (geteuid () != 0 || unshare (CLONE_NEWNS) != 0 ||
-      mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-      mount ("tmpfs", "/run", "tmpfs", 0, "mode=0755") != 0 ||
-      !make_dirs ("/run/systemd/journal"))
-    return FALSE;
-  g_strlcpy (dgram_addr.sun_path, "/run/systemd/journal/socket", sizeof dgram_addr.sun_path);
-  g_strlcpy (stream_addr.sun_path, "/run/systemd/journal/stdout", sizeof stream_addr.sun_path);
-  dgram = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  client = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (dgram < 0 || listener < 0 || client < 0 ||
-      bind (dgram, (struct sockaddr *) &dgram_addr, sizeof dgram_addr) != 0 ||
-      bind (listener, (struct sockaddr *) &stream_addr, sizeof stream_addr) != 0 ||
-      listen (listener, 1) != 0 ||
-      connect (client, (struct sockaddr *) &stream_addr, sizeof stream_addr) != 0)
-    return FALSE;
-  server = accept4 (listener, NULL, NULL, SOCK_CLOEXEC);
-  if (server < 0 || dup2 (client, STDERR_FILENO) < 0)
-    return FALSE;
-  g_thread_unref (g_thread_new ("journal-dgram", drain_thread, GINT_TO_POINTER (dgram)));
-  g_thread_unref (g_thread_new ("journal-stream", drain_thread, GINT_TO_POINTER (server)));
-  return TRUE;
-}
-
-static double
-log_batch (GLogWriterFunc writer,
-           guint          n)
-{
-  double start = cpu_ns ();
-
-  for (guint i = 0; i < n; i++)
-    writer (G_LOG_LEVEL_MESSAGE, line_fields, G_N_ELEMENTS (line_fields), NULL);
-  return (cpu_ns () - start) / n / 1e3;
-}
-
-static int
-run_log (gboolean journal)
-{
-  g_autoptr(GArray) with = samples_new ();
-  g_autoptr(GArray) without = samples_new ();
-  const guint n = 4000;
-
-  if (journal)
-    {
-      if (!fake_journal ())
-        {
-          note ("log", "to the journal: skipped (needs root, for a mount namespace)");
-          return 0;
-        }
-    }
-  else
-    {
-      /* a stream that is no journal: a file, as with tools/run-service.sh > log */
-      int null_fd = open ("/dev/null", O_WRONLY | O_CLOEXEC);
-
-      if (null_fd < 0 || dup2 (null_fd, STDERR_FILENO) < 0)
-        return 1;
-      close (null_fd);
-    }
-  g_unsetenv ("G_MESSAGES_DEBUG");
-  shimwatch_log_writer_install ();
-  if (journal != g_log_writer_is_journald (STDERR_FILENO))
-    {
-      note ("log", "the journal's stream is not taken for one: skipped");
-      return 0;
-    }
-  /* warm both up */
-  log_batch (shimwatch_log_writer, n / 4);
-  log_batch (g_log_writer_default, n / 4);
-  for (guint r = 0; r < rounds * 2; r++)
-    {
-      add (with, log_batch (shimwatch_log_writer, n));
-      add (without, log_batch (g_log_writer_default, n));
-    }
-  row ("log", journal ? "a lifecycle line to the journal, CPU per line (µs)"
-                      : "a lifecycle line to a file, CPU per line (µs)", with, without);
-  return 0;
 }
 
 /* -- types: the kept GVariant types ------------------------------------------------- */
@@ -609,17 +480,13 @@ run_spawn (void)
 static int
 run_part (const char *part)
 {
-  if (strcmp (part, "log-journal") == 0)
-    return run_log (TRUE);
-  if (strcmp (part, "log-stream") == 0)
-    return run_log (FALSE);
   if (strcmp (part, "types") == 0)
     return run_types ();
   if (strcmp (part, "commit") == 0)
     return run_commit ();
   if (strcmp (part, "spawn") == 0)
     return run_spawn ();
-  g_printerr ("unknown part %s (log, types, commit, spawn)\n", part);
+  g_printerr ("unknown part %s (types, commit, spawn)\n", part);
   return 2;
 }
 
@@ -627,7 +494,7 @@ int
 main (int   argc,
       char *argv[])
 {
-  const char *all[] = { "log-journal", "log-stream", "types", "commit", "spawn", NULL };
+  const char *all[] = { "types", "commit", "spawn", NULL };
   g_autoptr(GPtrArray) parts = g_ptr_array_new ();
   char rounds_text[16];
   int failed = 0;
@@ -642,11 +509,6 @@ main (int   argc,
         }
       else if (strcmp (argv[i], "--part") == 0 && i + 1 < argc)
         return run_part (argv[++i]);
-      else if (strcmp (argv[i], "log") == 0)
-        {
-          g_ptr_array_add (parts, (gpointer) "log-journal");
-          g_ptr_array_add (parts, (gpointer) "log-stream");
-        }
       else
         g_ptr_array_add (parts, argv[i]);
     }
