@@ -13,7 +13,7 @@
  *            last only in a -Dtest_hooks build), with 4,000 descriptors open, as with
  *            1,000 shims.
  *
- * bench-mechanisms [--rounds N] [types|commit|spawn ...]: each part in a process of its
+ * mechanisms [--rounds N] [types|commit|spawn ...]: each part in a process of its
  * own. Prints one table; no figure is judged (timing is no test). With root, the tmpfs of
  * the commit part is a private one on /run (a mount namespace of the bench's own), else
  * /dev/shm.
