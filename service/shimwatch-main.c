@@ -16,7 +16,6 @@
 #include <glib-unix.h>
 
 #include "shimwatch-instance-lock.h"
-#include "shimwatch-log-writer.h"
 #include "shimwatch-manager.h"
 #include "shimwatch-names.h"
 #include "shimwatch-spawn.h"
@@ -207,8 +206,6 @@ main (int    argc,
   bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
   textdomain (GETTEXT_PACKAGE);
   g_setenv ("GIO_USE_VFS", "local", TRUE);
-  /* GLib's lines, to the journal or to stderr, without a stat() of /etc/localtime each */
-  shimwatch_log_writer_install ();
 
   context = g_option_context_new (NULL);
   g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);

@@ -125,7 +125,11 @@ write_queued (const char             *path,
     }
   if (rename (temp, path) != 0)
     goto fail;
-  *ticket = shimwatch_commit_queue_add (queue, dup (fd), dir, NULL, NULL);
+  /* a copy of the descriptor for the commit thread's fdatasync; on a tmpfs nothing is
+   * synced, and a dup(2) and a close(2) per record would buy nothing */
+  *ticket = shimwatch_commit_queue_add (queue,
+                                        shimwatch_commit_queue_is_volatile (queue) ? -1 : dup (fd),
+                                        dir, NULL, NULL);
   return fd;
 
 fail:

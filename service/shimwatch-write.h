@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Writing a buffer to an fd whole: the one loop the log writer, the history and the task
- * log share.
+ * Writing a buffer to an fd whole: the one loop the history and the task log share.
  */
 #pragma once
 

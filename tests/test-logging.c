@@ -13,11 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <glib/gstdio.h>
 
-#include "shimwatch-log-writer.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-test-malloc.h"
@@ -264,198 +261,6 @@ test_level_of_output_in_place (void)
 #endif
 }
 
-/* 2023-11-14 22:13:20.123456 UTC, the start of a minute plus 20 s */
-#define SOME_TIME (G_GINT64_CONSTANT (1700000000) * G_USEC_PER_SEC + 123456)
-
-static char *
-format_line (GLogLevelFlags level,
-             const char    *domain,
-             const char    *message,
-             gint64         when)
-{
-  GLogField fields[] = {
-    { "PRIORITY", "5", -1 },
-    { "MESSAGE", message, -1 },
-    { "GLIB_DOMAIN", domain, -1 },
-  };
-  g_autoptr(GString) line = g_string_new (NULL);
-
-  if (!shimwatch_log_writer_format (level, fields, domain != NULL ? 3 : 2, when, line))
-    return NULL;
-  return g_string_free (g_steal_pointer (&line), FALSE);
-}
-
-/* GLib's own line for the same fields, its time (now, in the same zone) put in @time_of */
-static char *
-glib_line (GLogLevelFlags level,
-           const char    *domain,
-           const char    *message,
-           const char    *time_of)
-{
-  GLogField fields[] = {
-    { "PRIORITY", "5", -1 },
-    { "MESSAGE", message, -1 },
-    { "GLIB_DOMAIN", domain, -1 },
-  };
-  g_autofree char *line = g_log_writer_format_fields (level, fields, domain != NULL ? 3 : 2,
-                                                      FALSE);
-  g_autoptr(GRegex) time = g_regex_new ("[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}: ", 0, 0, NULL);
-  g_autofree char *mine = g_strconcat (time_of, ": ", NULL);
-
-  return g_regex_replace_literal (time, line, -1, 0, mine, 0, NULL);
-}
-
-/* the writer's line is GLib's line, its time the local time of the zone (here UTC+05:30) */
-static void
-test_writer_format (void)
-{
-  static const GLogLevelFlags levels[] = {
-    G_LOG_LEVEL_ERROR, G_LOG_LEVEL_CRITICAL, G_LOG_LEVEL_WARNING, G_LOG_LEVEL_MESSAGE,
-    G_LOG_LEVEL_INFO, G_LOG_LEVEL_DEBUG
-  };
-  g_autofree char *pid_prefix = g_strdup_printf ("(%s:%lu): ", g_get_prgname (),
-                                                 (gulong) getpid ());
-  g_autofree char *line = NULL;
-  g_autofree char *debug_line = NULL;
-
-  g_setenv ("TZ", "XST-05:30", TRUE);
-  tzset ();
-  line = format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "ns/t1: task exited: status 137",
-                      SOME_TIME);
-  g_assert_cmpstr (line, ==, "ShimwatchTest-Message: 03:43:20.123: ns/t1: task exited: status 137");
-  /* a debug line says which process (G_MESSAGES_PREFIXED unset) */
-  debug_line = format_line (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN_TEST, "x", SOME_TIME + 1000);
-  g_assert_true (g_str_has_prefix (debug_line, pid_prefix));
-  g_assert_cmpstr (debug_line + strlen (pid_prefix), ==, "ShimwatchTest-DEBUG: 03:43:20.124: x");
-
-  for (guint i = 0; i < G_N_ELEMENTS (levels); i++)
-    for (guint with_domain = 0; with_domain < 2; with_domain++)
-      {
-        const char *domain = with_domain ? G_LOG_DOMAIN_TEST : NULL;
-        const char *text = "ns/t1: cleaned\tin 2 ms\n(shim delete: ok)";
-        g_autofree char *mine = format_line (levels[i], domain, text, SOME_TIME);
-        g_autofree char *glibs = glib_line (levels[i], domain, text, "03:43:20.123");
-
-        g_assert_cmpstr (mine, ==, glibs);
-      }
-
-  /* what GLib escapes, converts or colours is GLib's to write */
-  g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "a\001b", SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "a\rb", SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "caf\303\251", SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL, G_LOG_DOMAIN_TEST, "w",
-                              SOME_TIME));
-  g_assert_null (format_line (G_LOG_LEVEL_MESSAGE | G_LOG_FLAG_RECURSION, G_LOG_DOMAIN_TEST, "m",
-                              SOME_TIME));
-  g_unsetenv ("TZ");
-  tzset ();
-}
-
-/* the zone is read again once a minute, not for every line: GLib's strftime() re-reads it
- * (a stat() of /etc/localtime when TZ is unset) on each */
-static void
-test_writer_zone_once_a_minute (void)
-{
-  gint64 minute = G_GINT64_CONSTANT (1700000040) * G_USEC_PER_SEC;   /* 22:14:00 UTC */
-  g_autofree char *first = NULL;
-  g_autofree char *same_minute = NULL;
-  g_autofree char *next_minute = NULL;
-
-  g_setenv ("TZ", "XST-05:30", TRUE);
-  first = format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "m", minute);
-  g_setenv ("TZ", "UTC0", TRUE);
-  same_minute = format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "m", minute + 59 * G_USEC_PER_SEC);
-  next_minute = format_line (G_LOG_LEVEL_MESSAGE, G_LOG_DOMAIN_TEST, "m", minute + 60 * G_USEC_PER_SEC);
-  g_assert_cmpstr (first, ==, "ShimwatchTest-Message: 03:44:00.000: m");
-  g_assert_cmpstr (same_minute, ==, "ShimwatchTest-Message: 03:44:59.000: m");
-  g_assert_cmpstr (next_minute, ==, "ShimwatchTest-Message: 22:15:00.000: m");
-  g_unsetenv ("TZ");
-  tzset ();
-}
-
-/* what the writer writes to stdout and to stderr while @func runs */
-static void
-output_of (void  (*func) (void),
-           char  **out,
-           char  **err)
-{
-  char **texts[] = { out, err };
-  g_autofree char *paths[2] = { NULL, NULL };
-  int saved[2];
-  int files[2];
-
-  fflush (stdout);
-  for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++)
-    {
-      g_autoptr(GError) error = NULL;
-
-      files[fd - 1] = g_file_open_tmp ("test-logging-XXXXXX", &paths[fd - 1], &error);
-      g_assert_no_error (error);
-      saved[fd - 1] = dup (fd);
-      g_assert_cmpint (dup2 (files[fd - 1], fd), ==, fd);
-    }
-  func ();
-  for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++)
-    {
-      g_assert_cmpint (dup2 (saved[fd - 1], fd), ==, fd);
-      close (saved[fd - 1]);
-      close (files[fd - 1]);
-      g_assert_true (g_file_get_contents (paths[fd - 1], texts[fd - 1], NULL, NULL));
-      g_unlink (paths[fd - 1]);
-      g_free (paths[fd - 1]);
-      paths[fd - 1] = NULL;
-    }
-}
-
-static void
-write_lines (void)
-{
-  GLogField fields[] = {
-    { "PRIORITY", "5", -1 },
-    { "GLIB_DOMAIN", G_LOG_DOMAIN_TEST, -1 },
-    { "MESSAGE", "ns/t1: task exited", -1 },
-    { "SHIMWATCH_TASK_ID", "t1", -1 },
-  };
-
-  g_assert_cmpint (shimwatch_log_writer (G_LOG_LEVEL_MESSAGE, fields, G_N_ELEMENTS (fields), NULL),
-                   ==, G_LOG_WRITER_HANDLED);
-  fields[0].value = "6";
-  fields[2].value = "an info line";
-  g_assert_cmpint (shimwatch_log_writer (G_LOG_LEVEL_INFO, fields, G_N_ELEMENTS (fields), NULL),
-                   ==, G_LOG_WRITER_HANDLED);
-}
-
-/* one line per message on stderr; an info line only when G_MESSAGES_DEBUG asks for it, and
- * then on stdout (GLib's streams) */
-static void
-test_writer_writes_lines (void)
-{
-  g_autoptr(GRegex) line = g_regex_new ("^ShimwatchTest-Message: [0-9]{2}:[0-9]{2}:[0-9]{2}"
-                                        "\\.[0-9]{3}: ns/t1: task exited\n$", 0, 0, NULL);
-  g_autofree char *out = NULL;
-  g_autofree char *err = NULL;
-  g_autofree char *out_debug = NULL;
-  g_autofree char *err_debug = NULL;
-
-  g_log_set_debug_enabled (FALSE);
-  g_unsetenv ("G_MESSAGES_DEBUG");
-  shimwatch_log_reread_environment ();
-  output_of (write_lines, &out, &err);
-  g_assert_true (g_regex_match (line, err, 0, NULL));
-  g_assert_cmpstr (out, ==, "");
-
-  g_setenv ("G_MESSAGES_DEBUG", G_LOG_DOMAIN_TEST, TRUE);
-  shimwatch_log_reread_environment ();
-  output_of (write_lines, &out_debug, &err_debug);
-  g_unsetenv ("G_MESSAGES_DEBUG");
-  shimwatch_log_reread_environment ();
-  g_assert_true (g_regex_match (line, err_debug, 0, NULL));
-  g_assert_true (g_str_has_prefix (out_debug, "ShimwatchTest-INFO: "));
-  g_assert_true (g_str_has_suffix (out_debug, ": an info line\n"));
-  g_assert_cmpuint (strlen (out_debug), ==,
-                    strlen ("ShimwatchTest-INFO: 00:00:00.000: an info line\n"));
-}
-
 /* shimwatch_write_all(): a write cut short by a signal (EINTR, or a partial count) goes on
  * where it stopped, so the reader gets every byte in order */
 #define WRITE_ALL_SIZE (4 * 1024 * 1024)
@@ -559,53 +364,6 @@ test_write_all_errors (void)
   g_assert_true (shimwatch_write_all (-1, "", 0));
 }
 
-/* getpid() as libc's, counted: the writer, linked in statically, calls this one */
-static gint n_getpid;
-
-pid_t
-getpid (void)
-{
-  g_atomic_int_inc (&n_getpid);
-  return (pid_t) syscall (SYS_getpid);
-}
-
-/* the pid of a prefixed line is asked of the kernel once, not for every line (a dead
- * shim's warning); a forked child's lines carry its own */
-static void
-test_writer_pid_once (void)
-{
-  g_autofree char *pid_prefix = NULL;
-  int status;
-  pid_t child;
-
-  g_free (format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "first", SOME_TIME));
-  pid_prefix = g_strdup_printf ("(%s:%lu): ", g_get_prgname (), (gulong) syscall (SYS_getpid));
-  g_atomic_int_set (&n_getpid, 0);
-  for (guint i = 0; i < 3; i++)
-    {
-      g_autofree char *line = format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "w",
-                                           SOME_TIME);
-
-      g_assert_nonnull (strstr (line, pid_prefix));
-    }
-  g_assert_cmpint (g_atomic_int_get (&n_getpid), ==, 0);
-
-  child = fork ();
-  g_assert_cmpint (child, >=, 0);
-  if (child == 0)
-    {
-      g_autofree char *line = format_line (G_LOG_LEVEL_WARNING, G_LOG_DOMAIN_TEST, "w",
-                                           SOME_TIME);
-      g_autofree char *own = g_strdup_printf ("(%s:%lu): ", g_get_prgname (),
-                                              (gulong) syscall (SYS_getpid));
-
-      _exit (strstr (line, own) != NULL ? 0 : 1);
-    }
-  g_assert_cmpint (waitpid (child, &status, 0), ==, child);
-  g_assert_true (WIFEXITED (status));
-  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
-}
-
 int
 main (int   argc,
       char *argv[])
@@ -622,12 +380,8 @@ main (int   argc,
   g_test_add_func ("/logging/task-fields", test_log_task_fields);
   g_test_add_func ("/logging/info-only-when-asked", test_log_task_info_only_when_asked);
   g_test_add_func ("/logging/info-dropped-without-getenv", test_info_dropped_without_getenv);
-  g_test_add_func ("/logging/writer/format", test_writer_format);
-  g_test_add_func ("/logging/writer/zone-once-a-minute", test_writer_zone_once_a_minute);
-  g_test_add_func ("/logging/writer/writes-lines", test_writer_writes_lines);
   g_test_add_func ("/logging/write-all/interrupted", test_write_all_interrupted);
   g_test_add_func ("/logging/write-all/errors", test_write_all_errors);
-  g_test_add_func ("/logging/writer/pid-once", test_writer_pid_once);
   result = g_test_run ();
   g_ptr_array_unref (lines);
   return result;
