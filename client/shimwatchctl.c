@@ -37,12 +37,6 @@ static const CtlCommand commands[] = {
 /* the main help, for "help" without a command */
 static GOptionContext *main_context;
 
-GQuark
-ctl_error_quark (void)
-{
-  return g_quark_from_static_string ("shimwatchctl-error-quark");
-}
-
 const CtlCommand *
 ctl_lookup_command (const char *name)
 {

@@ -8,30 +8,9 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "shimwatchctl-common.h"
+
 G_BEGIN_DECLS
-
-#define CTL_BUS_NAME       "org.shimwatch.Shimwatch1"
-#define CTL_MANAGER_PATH   "/org/shimwatch/Shimwatch1"
-#define CTL_MANAGER_IFACE  CTL_BUS_NAME ".Manager"
-#define CTL_SHIM_IFACE     CTL_BUS_NAME ".Shim"
-#define CTL_ERROR_PREFIX   CTL_BUS_NAME ".Error."
-#define CTL_DEFAULT_NAMESPACE "default"
-
-/* exit codes, as documented in shimwatchctl(1) */
-typedef enum {
-  CTL_EXIT_OK             = 0,
-  CTL_EXIT_FAILURE        = 1,
-  CTL_EXIT_USAGE          = 2,
-  CTL_EXIT_NOT_FOUND      = 3,
-  CTL_EXIT_NOT_AUTHORIZED = 4,
-} CtlExit;
-
-/* errors the client itself diagnoses */
-#define CTL_ERROR (ctl_error_quark ())
-typedef enum {
-  CTL_ERROR_NO_AGENT,        /* NotAuthorized only because nobody could be asked */
-} CtlError;
-GQuark ctl_error_quark (void);
 
 typedef struct {
   /* global options */
@@ -97,7 +76,6 @@ gboolean     ctl_parse_task         (Ctl          *ctl,
                                      char        **out_namespace,
                                      char        **out_id,
                                      int          *exit_code);
-gboolean     ctl_valid_identifier   (const char   *name);
 char        *ctl_get_shim_path      (Ctl          *ctl,
                                      const char   *namespace_,
                                      const char   *id,
