@@ -7,23 +7,15 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <glib/gstdio.h>
 
-#include "shimwatch-bundle.h"
 #include "shimwatch-error.h"
 #include "shimwatch-events-server.h"
-#include "shimwatch-file.h"
 #include "shimwatch-log-store.h"
 #include "shimwatch-history.h"
 #include "shimwatch-manager-private.h"
 #include "shimwatch-metrics.h"
 #include "shimwatch-names.h"
-#include "shimwatch-records.h"
 #include "shimwatch-shim.h"
-#include "shimwatch-stdio.h"
 #include "shimwatch-task-object.h"
 
 static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
@@ -421,8 +413,6 @@ handle_reap (ShimwatchDbusManager  *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
-
-
 /* -- setup ---------------------------------------------------------------------------- */
 
 const ShimwatchConfig *
@@ -430,9 +420,6 @@ shimwatch_manager_get_config (ShimwatchManager *self)
 {
   return self->config;
 }
-
-
-
 
 gboolean
 shimwatch_manager_records_settled (ShimwatchManager *self)
