@@ -242,27 +242,6 @@ ctl_fail (Ctl          *ctl,
   return exit_code;
 }
 
-/* containerd's identifier rule: ^[A-Za-z0-9]+([._-][A-Za-z0-9]+)*$, at most 76 characters */
-gboolean
-ctl_valid_identifier (const char *name)
-{
-  gboolean after_separator = TRUE;
-  size_t len = strlen (name);
-
-  if (len == 0 || len > 76)
-    return FALSE;
-  for (const char *p = name; *p != '\0'; p++)
-    {
-      if (g_ascii_isalnum (*p))
-        after_separator = FALSE;
-      else if ((*p == '.' || *p == '_' || *p == '-') && !after_separator)
-        after_separator = TRUE;
-      else
-        return FALSE;
-    }
-  return !after_separator;
-}
-
 /* NS/ID, or a bare ID in the namespace of -n (default "default"); a usage error for
  * anything else, and for an NS/ID whose namespace is not the one -n names */
 gboolean

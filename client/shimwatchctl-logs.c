@@ -146,11 +146,11 @@ add_line_json (JsonBuilder *builder,
 }
 
 int
-ctl_cmd_logs (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_logs (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("logs");
   gboolean follow = FALSE;
   gboolean timestamps = FALSE;
   int tail = -1;
@@ -307,11 +307,11 @@ ctl_cmd_logs (Ctl   *ctl,
 /* --- history ------------------------------------------------------------------------- */
 
 int
-ctl_cmd_history (Ctl   *ctl,
-                 int    argc,
-                 char **argv)
+ctl_cmd_history (Ctl              *ctl,
+                 const CtlCommand *command,
+                 int               argc,
+                 char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("history");
   int limit = 0;
   const GOptionEntry entries[] = {
     { "lines", 'N', 0, G_OPTION_ARG_INT, &limit,

@@ -10,11 +10,11 @@
 #include "shimwatchctl.h"
 
 int
-ctl_cmd_metrics (Ctl   *ctl,
-                 int    argc,
-                 char **argv)
+ctl_cmd_metrics (Ctl              *ctl,
+                 const CtlCommand *command,
+                 int               argc,
+                 char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("metrics");
   const GOptionEntry entries[] = { { NULL } };
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GError) error = NULL;

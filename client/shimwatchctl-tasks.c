@@ -183,11 +183,11 @@ compare_rows (gconstpointer a,
 }
 
 int
-ctl_cmd_list (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_list (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("list");
   g_autofree char *namespace_ = NULL;
   gboolean all = FALSE;
   gboolean quiet = FALSE;
@@ -442,11 +442,11 @@ is_shown_property (const char *name)
 }
 
 int
-ctl_cmd_status (Ctl   *ctl,
-                int    argc,
-                char **argv)
+ctl_cmd_status (Ctl              *ctl,
+                const CtlCommand *command,
+                int               argc,
+                char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("status");
   g_auto(Task) task = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(GVariant) properties = NULL;
@@ -629,11 +629,11 @@ absolute_path (const char *path)
 }
 
 int
-ctl_cmd_run (Ctl   *ctl,
-             int    argc,
-             char **argv)
+ctl_cmd_run (Ctl              *ctl,
+             const CtlCommand *command,
+             int               argc,
+             char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("run");
   g_autofree char *runtime = NULL;
   g_autofree char *stdin_path = NULL;
   g_autofree char *stdout_path = NULL;
@@ -729,11 +729,11 @@ ctl_cmd_run (Ctl   *ctl,
 /* --- lifecycle ----------------------------------------------------------------------- */
 
 int
-ctl_cmd_start (Ctl   *ctl,
-               int    argc,
-               char **argv)
+ctl_cmd_start (Ctl              *ctl,
+               const CtlCommand *command,
+               int               argc,
+               char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("start");
   g_auto(Task) task = { 0 };
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GError) error = NULL;
@@ -761,11 +761,11 @@ ctl_cmd_start (Ctl   *ctl,
 }
 
 int
-ctl_cmd_stop (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_stop (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("stop");
   int timeout = 0;
   const GOptionEntry entries[] = {
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout,
@@ -842,11 +842,11 @@ signal_name (int number)
 }
 
 int
-ctl_cmd_kill (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_kill (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("kill");
   g_autofree char *signal_text = NULL;
   gboolean all = FALSE;
   const GOptionEntry entries[] = {
@@ -894,13 +894,12 @@ ctl_cmd_kill (Ctl   *ctl,
 }
 
 static int
-pause_or_resume (Ctl        *ctl,
-                 const char *name,
-                 const char *method,
-                 int         argc,
-                 char      **argv)
+pause_or_resume (Ctl              *ctl,
+                 const CtlCommand *command,
+                 const char       *method,
+                 int               argc,
+                 char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command (name);
   g_auto(Task) task = { 0 };
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GVariant) properties = NULL;
@@ -933,27 +932,29 @@ pause_or_resume (Ctl        *ctl,
 }
 
 int
-ctl_cmd_pause (Ctl   *ctl,
-               int    argc,
-               char **argv)
+ctl_cmd_pause (Ctl              *ctl,
+               const CtlCommand *command,
+               int               argc,
+               char            **argv)
 {
-  return pause_or_resume (ctl, "pause", "Pause", argc, argv);
+  return pause_or_resume (ctl, command, "Pause", argc, argv);
 }
 
 int
-ctl_cmd_resume (Ctl   *ctl,
-                int    argc,
-                char **argv)
+ctl_cmd_resume (Ctl              *ctl,
+                const CtlCommand *command,
+                int               argc,
+                char            **argv)
 {
-  return pause_or_resume (ctl, "resume", "Resume", argc, argv);
+  return pause_or_resume (ctl, command, "Resume", argc, argv);
 }
 
 int
-ctl_cmd_delete (Ctl   *ctl,
-                int    argc,
-                char **argv)
+ctl_cmd_delete (Ctl              *ctl,
+                const CtlCommand *command,
+                int               argc,
+                char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("delete");
   g_auto(Task) task = { 0 };
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GError) error = NULL;
@@ -980,11 +981,11 @@ ctl_cmd_delete (Ctl   *ctl,
 }
 
 int
-ctl_cmd_reap (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_reap (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("reap");
   int timeout = 0;
   const GOptionEntry entries[] = {
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout,
@@ -1028,11 +1029,11 @@ ctl_cmd_reap (Ctl   *ctl,
 /* --- label --------------------------------------------------------------------------- */
 
 int
-ctl_cmd_label (Ctl   *ctl,
-               int    argc,
-               char **argv)
+ctl_cmd_label (Ctl              *ctl,
+               const CtlCommand *command,
+               int               argc,
+               char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("label");
   g_auto(Task) task = { 0 };
   g_autoptr(GVariant) properties = NULL;
   g_autoptr(GVariant) current = NULL;

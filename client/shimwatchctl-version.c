@@ -41,11 +41,11 @@ property_text (GVariant *value)
 }
 
 int
-ctl_cmd_version (Ctl   *ctl,
-                 int    argc,
-                 char **argv)
+ctl_cmd_version (Ctl              *ctl,
+                 const CtlCommand *command,
+                 int               argc,
+                 char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("version");
   g_autoptr(GVariant) reply = NULL;
   g_autoptr(GVariant) properties = NULL;
   g_autoptr(GError) error = NULL;

@@ -138,11 +138,11 @@ closed_cb (GDBusConnection *connection,
 }
 
 int
-ctl_cmd_wait (Ctl   *ctl,
-              int    argc,
-              char **argv)
+ctl_cmd_wait (Ctl              *ctl,
+              const CtlCommand *command,
+              int               argc,
+              char            **argv)
 {
-  const CtlCommand *command = ctl_lookup_command ("wait");
   g_autofree char *namespace_ = NULL;
   g_autofree char *id = NULL;
   g_autoptr(GVariant) reply = NULL;

@@ -8,30 +8,9 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "shimwatchctl-common.h"
+
 G_BEGIN_DECLS
-
-#define CTL_BUS_NAME       "org.shimwatch.Shimwatch1"
-#define CTL_MANAGER_PATH   "/org/shimwatch/Shimwatch1"
-#define CTL_MANAGER_IFACE  CTL_BUS_NAME ".Manager"
-#define CTL_SHIM_IFACE     CTL_BUS_NAME ".Shim"
-#define CTL_ERROR_PREFIX   CTL_BUS_NAME ".Error."
-#define CTL_DEFAULT_NAMESPACE "default"
-
-/* exit codes, as documented in shimwatchctl(1) */
-typedef enum {
-  CTL_EXIT_OK             = 0,
-  CTL_EXIT_FAILURE        = 1,
-  CTL_EXIT_USAGE          = 2,
-  CTL_EXIT_NOT_FOUND      = 3,
-  CTL_EXIT_NOT_AUTHORIZED = 4,
-} CtlExit;
-
-/* errors the client itself diagnoses */
-#define CTL_ERROR (ctl_error_quark ())
-typedef enum {
-  CTL_ERROR_NO_AGENT,        /* NotAuthorized only because nobody could be asked */
-} CtlError;
-GQuark ctl_error_quark (void);
 
 typedef struct {
   /* global options */
@@ -48,18 +27,24 @@ typedef struct {
   guint            width;          /* of the terminal, 0 = unlimited */
 } Ctl;
 
-typedef int (*CtlCommandFunc) (Ctl   *ctl,
-                               int    argc,
-                               char **argv);
+typedef struct _CtlCommand CtlCommand;
 
-typedef struct {
+/* a command is handed its own entry of the table (shimwatchctl-main.c) */
+typedef int (*CtlCommandFunc) (Ctl              *ctl,
+                               const CtlCommand *command,
+                               int               argc,
+                               char            **argv);
+
+struct _CtlCommand {
   const char     *name;
   const char     *parameters;      /* e.g. "NS/ID" (translated at run time) */
   const char     *summary;         /* N_() */
   CtlCommandFunc  func;
-} CtlCommand;
+};
 
 /* shimwatchctl.c */
+/* the global options, bound to ctl: NULL-terminated, to be freed with g_free() */
+GOptionEntry *ctl_global_options    (Ctl             *ctl);
 gboolean     ctl_parse_command_line (Ctl             *ctl,
                                      const CtlCommand *command,
                                      const GOptionEntry *entries,
@@ -97,7 +82,6 @@ gboolean     ctl_parse_task         (Ctl          *ctl,
                                      char        **out_namespace,
                                      char        **out_id,
                                      int          *exit_code);
-gboolean     ctl_valid_identifier   (const char   *name);
 char        *ctl_get_shim_path      (Ctl          *ctl,
                                      const char   *namespace_,
                                      const char   *id,
@@ -142,26 +126,24 @@ void         ctl_table_print        (CtlTable     *table);
 void         ctl_table_free         (CtlTable     *table);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CtlTable, ctl_table_free)
 
-/* the commands */
-int ctl_cmd_list    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_status  (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_run     (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_start   (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_stop    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_kill    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_pause   (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_resume  (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_delete  (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_reap    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_monitor (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_logs    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_history (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_label   (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_wait    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_version (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_help    (Ctl *ctl, int argc, char **argv);
-int ctl_cmd_metrics (Ctl *ctl, int argc, char **argv);
-
-const CtlCommand *ctl_lookup_command (const char *name);
+/* the commands (ctl_cmd_help: shimwatchctl-main.c) */
+int ctl_cmd_list    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_status  (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_run     (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_start   (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_stop    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_kill    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_pause   (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_resume  (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_delete  (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_reap    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_monitor (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_logs    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_history (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_label   (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_wait    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_version (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_help    (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
+int ctl_cmd_metrics (Ctl *ctl, const CtlCommand *command, int argc, char **argv);
 
 G_END_DECLS

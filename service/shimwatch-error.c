@@ -66,3 +66,20 @@ shimwatch_error_check_option_type (const char          *key,
                g_variant_type_peek_string (expected), g_variant_get_type_string (value));
   return FALSE;
 }
+
+gboolean
+shimwatch_error_check_task_name (const char  *namespace_,
+                                 const char  *id,
+                                 GError     **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (!shimwatch_identifier_validate ("namespace", namespace_, &local_error) ||
+      !shimwatch_identifier_validate ("id", id, &local_error))
+    {
+      g_set_error_literal (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
+                           local_error->message);
+      return FALSE;
+    }
+  return TRUE;
+}

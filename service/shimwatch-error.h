@@ -37,4 +37,10 @@ gboolean shimwatch_error_check_option_type (const char          *key,
                                             const GVariantType  *expected,
                                             GError             **error);
 
+/* A task's namespace and id as a D-Bus caller gave them: FALSE and InvalidArgument (the
+ * identifier rule's words) unless both are valid. */
+gboolean shimwatch_error_check_task_name   (const char          *namespace_,
+                                            const char          *id,
+                                            GError             **error);
+
 G_END_DECLS

@@ -29,6 +29,9 @@
 
 /* -- CreateTask ----------------------------------------------------------------------- */
 
+/* each call to the new shim */
+#define RPC_TIMEOUT_MS 10000
+
 /* a config.json larger than this leaves enough freed memory behind to hand back */
 #define SHIMWATCH_TRIM_AFTER (256 * 1024)
 
@@ -63,14 +66,14 @@ create_data_free (CreateData *data)
 {
   if (data->reserved)
     {
-      g_hash_table_remove (data->self->reserved, data->key);
+      g_hash_table_remove (data->self->tasks->reserved, data->key);
       /* a failed create's runc may have made its namespace's directory */
-      shimwatch_manager_remove_unused_runc_dir (data->self, data->namespace_);
+      shimwatch_task_table_remove_unused_runc_dir (data->self->tasks, data->namespace_);
     }
   if (data->cgroup_path != NULL)
     {
-      shimwatch_manager_release_cgroup (data->self, data->cgroup_path, data->key);
-      shimwatch_manager_remove_unused_cgroup_parents (data->self, data->namespace_);
+      shimwatch_task_table_release_cgroup (data->self->tasks, data->cgroup_path, data->key);
+      shimwatch_task_table_remove_unused_cgroup_parents (data->self->tasks, data->namespace_);
     }
   g_free (data->cgroup_path);
   g_clear_error (&data->error);
@@ -118,8 +121,8 @@ create_fail (CreateData   *data,
     shimwatch_task_log_discard (data->task_log);
   if (data->shim != NULL)
     {
-      if (g_hash_table_lookup (data->self->shims, data->key) == data->shim)
-        g_hash_table_remove (data->self->shims, data->key);
+      if (g_hash_table_lookup (data->self->tasks->shims, data->key) == data->shim)
+        g_hash_table_remove (data->self->tasks->shims, data->key);
       data->error = g_steal_pointer (&converted);
       shimwatch_shim_abandon_async (data->shim, create_abandoned_cb, data);
       return;
@@ -140,15 +143,14 @@ create_finish (CreateData *data)
 {
   ShimwatchManager *self = data->self;
 
-  g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
-  g_signal_connect (data->shim, "disconnected", G_CALLBACK (shimwatch_manager_shim_disconnected_cb), self);
-  g_signal_connect (data->shim, "finished", G_CALLBACK (shimwatch_manager_shim_finished_cb), self);
+  g_hash_table_insert (self->tasks->shims, g_strdup (data->key), g_object_ref (data->shim));
+  shimwatch_task_table_watch (self->tasks, data->shim);
   /* the shim owns the claim on its cgroup from now on, until it is finished */
   g_clear_pointer (&data->cgroup_path, g_free);
   /* recorded before anyone learns of it: from now on a restart knows this task */
   shimwatch_shim_make_persistent (data->shim);
-  shimwatch_manager_export_shim (self, data->shim);
-  shimwatch_manager_update_shim_count (self);
+  shimwatch_task_table_export (self->tasks, data->shim);
+  shimwatch_task_table_update_count (self->tasks);
   shimwatch_dbus_manager_complete_create_task (SHIMWATCH_DBUS_MANAGER (self), data->invocation,
                                                shimwatch_shim_get_object_path (data->shim));
   create_data_free (data);
@@ -212,12 +214,8 @@ create_shim_started_cb (GObject      *source,
   ShimwatchCreateParams params = { 0 };
 
   handle = shimwatch_launcher_start_finish (SHIMWATCH_LAUNCHER (source), result, &error);
-  {
-    ShimwatchShimServices services = shimwatch_manager_shim_services (self);
-
-    data->shim = shimwatch_shim_new (&services, data->namespace_, data->id, data->runtime,
-                                     data->shim_binary, data->task_dir);
-  }
+  data->shim = shimwatch_shim_new (&self->shim_services, data->namespace_, data->id,
+                                   data->runtime, data->shim_binary, data->task_dir);
   shimwatch_shim_set_cgroup_path (data->shim, data->cgroup_path);
   shimwatch_shim_set_task_log (data->shim, data->task_log);
   shimwatch_shim_set_description (data->shim, data->bundle,
@@ -229,7 +227,7 @@ create_shim_started_cb (GObject      *source,
     }
   shimwatch_shim_attach (data->shim, handle);
   /* events for the task go to its object from now on (replayed once it is exported) */
-  g_hash_table_insert (self->shims, g_strdup (data->key), g_object_ref (data->shim));
+  g_hash_table_insert (self->tasks->shims, g_strdup (data->key), g_object_ref (data->shim));
 
   params.id = data->id;
   params.bundle = data->task_dir;
@@ -365,7 +363,7 @@ create_bundle_opened_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
-  other = shimwatch_manager_cgroup_user (self, cgroup_path);
+  other = shimwatch_task_table_cgroup_user (self->tasks, cgroup_path);
   if (other != NULL)
     {
       g_autoptr(GError) taken = NULL;
@@ -377,7 +375,7 @@ create_bundle_opened_cb (GObject      *source,
       return;
     }
   data->cgroup_path = g_steal_pointer (&cgroup_path);
-  shimwatch_cgroup_claims_set (self->cgroup_users, data->cgroup_path, data->key);
+  shimwatch_cgroup_claims_set (self->tasks->cgroup_users, data->cgroup_path, data->key);
   if (!shimwatch_launcher_prepare_task_dir (self->launcher, data->task_dir, data->opened->config,
                                             data->shim_binary, &error))
     {
@@ -478,8 +476,8 @@ create_authorized_cb (GObject      *source,
       create_fail (data, error);
       return;
     }
-  if (g_hash_table_contains (self->shims, data->key) ||
-      g_hash_table_contains (self->reserved, data->key))
+  if (g_hash_table_contains (self->tasks->shims, data->key) ||
+      g_hash_table_contains (self->tasks->reserved, data->key))
     {
       g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_ALREADY_EXISTS,
@@ -487,7 +485,7 @@ create_authorized_cb (GObject      *source,
       create_data_free (data);
       return;
     }
-  g_hash_table_add (self->reserved, g_strdup (data->key));
+  g_hash_table_add (self->tasks->reserved, g_strdup (data->key));
   data->reserved = TRUE;
   g_dbus_connection_call (g_dbus_method_invocation_get_connection (data->invocation),
                           "org.freedesktop.DBus", "/org/freedesktop/DBus",
@@ -574,7 +572,7 @@ shimwatch_manager_handle_create_task (ShimwatchDbusManager  *iface,
   CreateData *data;
 
   /* bad input changes nothing: everything is checked before any file or process */
-  if (!shimwatch_manager_validate_ids (arg_namespace, arg_id, &error))
+  if (!shimwatch_error_check_task_name (arg_namespace, arg_id, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -594,7 +592,7 @@ shimwatch_manager_handle_create_task (ShimwatchDbusManager  *iface,
   data->namespace_ = g_strdup (arg_namespace);
   data->id = g_strdup (arg_id);
   data->bundle = g_strdup (arg_bundle);
-  data->task_dir = shimwatch_manager_task_dir_for (self, arg_namespace, arg_id);
+  data->task_dir = g_build_filename (self->tasks_dir, arg_namespace, arg_id, NULL);
   if (!parse_create_options (data, arg_options, &error) ||
       !shimwatch_stdio_parse (data->stdio, data->terminal, &error))
     {

@@ -1,29 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchManager: the shim table, its listing, Reap, and setup
+ * ShimwatchManager: setup, the listing, the events' routing, Reap
  */
 #define G_LOG_DOMAIN "ShimwatchManager"
 
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <glib/gstdio.h>
 
-#include "shimwatch-bundle.h"
 #include "shimwatch-error.h"
 #include "shimwatch-events-server.h"
-#include "shimwatch-file.h"
 #include "shimwatch-log-store.h"
 #include "shimwatch-history.h"
 #include "shimwatch-manager-private.h"
 #include "shimwatch-metrics.h"
 #include "shimwatch-names.h"
-#include "shimwatch-records.h"
 #include "shimwatch-shim.h"
-#include "shimwatch-stdio.h"
 #include "shimwatch-task-object.h"
 
 static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
@@ -31,218 +23,6 @@ static void shimwatch_manager_iface_init (ShimwatchDbusManagerIface *iface);
 G_DEFINE_TYPE_WITH_CODE (ShimwatchManager, shimwatch_manager, SHIMWATCH_DBUS_TYPE_MANAGER_SKELETON,
                          G_IMPLEMENT_INTERFACE (SHIMWATCH_DBUS_TYPE_MANAGER,
                                                 shimwatch_manager_iface_init))
-
-char *
-shimwatch_manager_task_dir_for (ShimwatchManager *self,
-                                const char       *namespace_,
-                                const char       *id)
-{
-  return g_build_filename (self->tasks_dir, namespace_, id, NULL);
-}
-
-gboolean
-shimwatch_manager_validate_ids (const char  *namespace_,
-                                const char  *id,
-                                GError     **error)
-{
-  g_autoptr(GError) local_error = NULL;
-
-  if (!shimwatch_identifier_validate ("namespace", namespace_, &local_error) ||
-      !shimwatch_identifier_validate ("id", id, &local_error))
-    {
-      g_set_error_literal (error, SHIMWATCH_ERROR, SHIMWATCH_ERROR_INVALID_ARGUMENT,
-                           local_error->message);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-void
-shimwatch_manager_update_shim_count (ShimwatchManager *self)
-{
-  shimwatch_dbus_manager_set_shim_count (SHIMWATCH_DBUS_MANAGER (self),
-                                         g_hash_table_size (self->shims));
-  if (self->metrics != NULL)
-    shimwatch_metrics_changed (self->metrics);
-}
-
-/* -- task cgroups -------------------------------------------------------------------- */
-
-/* the task that has this cgroup, one inside it or one around it; NULL if none */
-const char *
-shimwatch_manager_cgroup_user (ShimwatchManager *self,
-                               const char       *path)
-{
-  return shimwatch_cgroup_claims_overlap (self->cgroup_users, path);
-}
-
-void
-shimwatch_manager_release_cgroup (ShimwatchManager *self,
-                                  const char       *path,
-                                  const char       *key)
-{
-  shimwatch_cgroup_claims_release (self->cgroup_users, path, key);
-}
-
-/* /shimwatch/<ns> and /shimwatch go with their last task, as task directories do. Only
- * while no CreateTask is under way: runc creates them again (mkdir -p) during Create, and
- * one removed between its two mkdirs would fail that create. A parent that still holds a
- * cgroup is not empty, and stays. */
-void
-shimwatch_manager_remove_unused_cgroup_parents (ShimwatchManager *self,
-                                                const char       *namespace_)
-{
-  g_autofree char *ns_path = NULL;
-
-  if (shimwatch_cgroup_host_get_driver (self->cgroups) != SHIMWATCH_CGROUP_DRIVER_CGROUPFS ||
-      g_hash_table_size (self->reserved) > 0)
-    return;
-  ns_path = g_strdup_printf ("/%s/%s", SHIMWATCH_CGROUP_PARENT, namespace_);
-  /* another task's cgroup is in it: not empty, known without an rmdir in each hierarchy
-   * at every death */
-  if (shimwatch_cgroup_claims_overlap (self->cgroup_users, ns_path) != NULL)
-    return;
-  shimwatch_cgroup_remove_empty_parents (self->cgroups, ns_path, "/");
-}
-
-/* runc's directory of the namespace (under the service's runc root) goes with its last
- * task: an rmdir, which fails while any task's state is in it. Not while a create is
- * under way, whose runc may have just made it. */
-void
-shimwatch_manager_remove_unused_runc_dir (ShimwatchManager *self,
-                                          const char       *namespace_)
-{
-  g_autofree char *dir = NULL;
-
-  if (g_hash_table_size (self->reserved) > 0)
-    return;
-  dir = g_build_filename (self->runc_root, namespace_, NULL);
-  if (g_rmdir (dir) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
-    g_debug ("cannot remove %s: %s", dir, g_strerror (errno));
-}
-
-void
-shimwatch_manager_remove_all_unused_cgroup_parents (ShimwatchManager *self)
-{
-  g_autoptr(GPtrArray) dirs = shimwatch_cgroup_dirs (self->cgroups, "/" SHIMWATCH_CGROUP_PARENT);
-  g_autoptr(GDir) parent = NULL;
-  const char *name;
-
-  if (dirs->len == 0 || (parent = g_dir_open (g_ptr_array_index (dirs, 0), 0, NULL)) == NULL)
-    return;
-  while ((name = g_dir_read_name (parent)) != NULL)
-    {
-      g_autofree char *child = g_build_filename (g_ptr_array_index (dirs, 0), name, NULL);
-
-      if (shimwatch_identifier_validate ("namespace", name, NULL) &&
-          g_file_test (child, G_FILE_TEST_IS_DIR))
-        shimwatch_manager_remove_unused_cgroup_parents (self, name);
-    }
-}
-
-/* -- shim lifecycle ------------------------------------------------------------------- */
-
-/* the counters survive restarts: the history keeps them under the state directory */
-static void
-save_counters (ShimwatchManager *self)
-{
-  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
-  ShimwatchCounters counters;
-
-  /* the metrics' counters are in the same line: taken as they are */
-  shimwatch_history_get_counters (self->history, &counters);
-  counters.disconnects = shimwatch_dbus_manager_get_disconnect_count (iface);
-  counters.reaps = shimwatch_dbus_manager_get_reap_count (iface);
-  counters.cleanup_failures = shimwatch_dbus_manager_get_cleanup_failure_count (iface);
-  shimwatch_history_set_counters (self->history, &counters);
-}
-
-void
-shimwatch_manager_shim_disconnected_cb (ShimwatchShim    *shim,
-                                        ShimwatchManager *self)
-{
-  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
-
-  shimwatch_dbus_manager_set_disconnect_count (iface,
-    shimwatch_dbus_manager_get_disconnect_count (iface) + 1);
-  save_counters (self);
-}
-
-static void
-complete_reaps (ShimwatchManager *self,
-                const char       *key,
-                guint32           exit_status)
-{
-  g_autoptr(GPtrArray) waiting = NULL;
-  g_autofree char *stolen_key = NULL;
-
-  if (!g_hash_table_steal_extended (self->reaps, key, (gpointer *) &stolen_key,
-                                    (gpointer *) &waiting))
-    return;
-  for (guint i = 0; i < waiting->len; i++)
-    shimwatch_dbus_manager_complete_reap (SHIMWATCH_DBUS_MANAGER (self),
-                                          g_ptr_array_index (waiting, i), exit_status);
-}
-
-static void
-count_cleanup (ShimwatchManager *self,
-               const char       *namespace_,
-               const char       *id,
-               guint32           exit_status,
-               const char       *failure)
-{
-  ShimwatchDbusManager *iface = SHIMWATCH_DBUS_MANAGER (self);
-  ShimwatchHistoryEvent event = {
-    .event = "reap",
-    .namespace_ = namespace_,
-    .id = id,
-    .has_exit_status = TRUE,
-    .exit_status = exit_status,
-    .reason = failure,
-  };
-
-  shimwatch_dbus_manager_set_reap_count (iface, shimwatch_dbus_manager_get_reap_count (iface) + 1);
-  if (failure != NULL)
-    shimwatch_dbus_manager_set_cleanup_failure_count (iface,
-      shimwatch_dbus_manager_get_cleanup_failure_count (iface) + 1);
-  save_counters (self);
-  shimwatch_history_add (self->history, &event);
-}
-
-void
-shimwatch_manager_shim_finished_cb (ShimwatchShim    *shim,
-                                    gboolean          reaped,
-                                    gboolean          cleanup_failed,
-                                    ShimwatchManager *self)
-{
-  g_autoptr(ShimwatchShim) keep G_GNUC_UNUSED = g_object_ref (shim);
-  g_autofree char *key = shimwatch_task_key (shimwatch_shim_get_namespace (shim),
-                                             shimwatch_shim_get_id (shim));
-
-  g_signal_handlers_disconnect_by_data (shim, self);
-  /* after TaskDelete: InterfacesRemoved */
-  g_dbus_object_manager_server_unexport (self->object_manager,
-                                         shimwatch_shim_get_object_path (shim));
-  g_hash_table_remove (self->shims, key);
-  shimwatch_manager_release_cgroup (self, shimwatch_shim_get_cgroup_path (shim), key);
-  shimwatch_manager_remove_unused_cgroup_parents (self, shimwatch_shim_get_namespace (shim));
-  shimwatch_manager_remove_unused_runc_dir (self, shimwatch_shim_get_namespace (shim));
-  shimwatch_manager_update_shim_count (self);
-  if (reaped)
-    count_cleanup (self, shimwatch_shim_get_namespace (shim), shimwatch_shim_get_id (shim),
-                   shimwatch_shim_get_last_exit_status (shim),
-                   cleanup_failed ? "the shim's delete command failed or timed out" : NULL);
-  complete_reaps (self, key, shimwatch_shim_get_last_exit_status (shim));
-}
-
-void
-shimwatch_manager_export_shim (ShimwatchManager *self,
-                               ShimwatchShim    *shim)
-{
-  shimwatch_task_object_export (self->object_manager, shimwatch_shim_get_object_path (shim),
-                                SHIMWATCH_DBUS_SHIM (shim));
-  shimwatch_shim_set_exported (shim);
-}
 
 /* a task's events are accepted only from its own shim: any other process on the events
  * socket could otherwise end a task with a forged TaskExit */
@@ -259,7 +39,7 @@ event_sender_check (const ShimwatchEvent      *event,
   if (event->container_id == NULL)
     return TRUE;
   key = shimwatch_task_key (event->namespace_, event->container_id);
-  shim = g_hash_table_lookup (self->shims, key);
+  shim = g_hash_table_lookup (self->tasks->shims, key);
   if (shim == NULL || shimwatch_shim_is_shim_process (shim, peer->pid, peer->start_time))
     return TRUE;
   *why = g_strdup_printf ("the sender, pid %u, is not the task's shim (pid %u)", peer->pid,
@@ -279,7 +59,7 @@ event_cb (ShimwatchEventsServer *server,
   if (event->container_id == NULL)
     return;
   key = shimwatch_task_key (event->namespace_, event->container_id);
-  shim = g_hash_table_lookup (self->shims, key);
+  shim = g_hash_table_lookup (self->tasks->shims, key);
   if (shim == NULL)
     {
       g_debug ("event %s for %s, which is not supervised", event->topic, key);
@@ -301,7 +81,7 @@ handle_list_shims (ShimwatchDbusManager  *iface,
 
   /* a task still being created is listed once its object is exported (one loaded from
    * its record is exported before the bus name is even taken) */
-  g_hash_table_iter_init (&iter, self->shims);
+  g_hash_table_iter_init (&iter, self->tasks->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     if (shimwatch_shim_is_exported (value))
       g_ptr_array_add (paths, g_strdup (shimwatch_shim_get_object_path (value)));
@@ -325,13 +105,13 @@ handle_get_shim (ShimwatchDbusManager  *iface,
   g_autofree char *key = NULL;
   ShimwatchShim *shim;
 
-  if (!shimwatch_manager_validate_ids (arg_namespace, arg_id, &error))
+  if (!shimwatch_error_check_task_name (arg_namespace, arg_id, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
   key = shimwatch_task_key (arg_namespace, arg_id);
-  shim = g_hash_table_lookup (self->shims, key);
+  shim = g_hash_table_lookup (self->tasks->shims, key);
   if ((shim == NULL || !shimwatch_shim_is_exported (shim)) && self->containerd != NULL)
     {
       ShimwatchContainerdTask *task = shimwatch_containerd_lookup (self->containerd, arg_namespace,
@@ -468,13 +248,13 @@ orphan_cleanup_done_cb (GObject      *source,
   g_autoptr(ShimwatchCleanupResult) outcome = NULL;
 
   outcome = shimwatch_cleanup_run_finish (SHIMWATCH_CLEANUP (source), result);
-  shimwatch_manager_remove_unused_cgroup_parents (data->self, data->namespace_);
+  shimwatch_task_table_remove_unused_cgroup_parents (data->self->tasks, data->namespace_);
   if (outcome->delete_timed_out)
     shimwatch_metrics_count_cleanup_timeout (data->self->metrics);
-  shimwatch_manager_remove_unused_runc_dir (data->self, data->namespace_);
-  count_cleanup (data->self, data->namespace_, data->id,
-                 outcome->delete_ok ? outcome->deleted.exit_status : 255,
-                 outcome->delete_ok ? NULL : outcome->delete_error);
+  shimwatch_task_table_remove_unused_runc_dir (data->self->tasks, data->namespace_);
+  shimwatch_task_table_count_cleanup (data->self->tasks, data->namespace_, data->id,
+                                      outcome->delete_ok ? outcome->deleted.exit_status : 255,
+                                      outcome->delete_ok ? NULL : outcome->delete_error);
   if (!outcome->removed)
     {
       /* not a success: the state stays on disk, for another try */
@@ -500,7 +280,6 @@ reap_authorized_cb (GObject      *source,
   g_autoptr(GError) error = NULL;
   g_autofree char *key = shimwatch_task_key (data->namespace_, data->id);
   ShimwatchShim *shim;
-  GPtrArray *waiting;
 
   if (!shimwatch_authority_check_finish (SHIMWATCH_AUTHORITY (source), result, &error))
     {
@@ -508,10 +287,11 @@ reap_authorized_cb (GObject      *source,
       return;
     }
 
-  shim = g_hash_table_lookup (self->shims, key);
+  shim = g_hash_table_lookup (self->tasks->shims, key);
   /* a containerd task: asked for by owner, or when no task of ours has that name */
-  if (self->containerd != NULL && (data->containerd || (shim == NULL &&
-                                                        !g_hash_table_contains (self->reserved, key))))
+  if (self->containerd != NULL &&
+      (data->containerd ||
+       (shim == NULL && !g_hash_table_contains (self->tasks->reserved, key))))
     {
       ShimwatchContainerdTask *task = shimwatch_containerd_lookup (self->containerd,
                                                                    data->namespace_, data->id);
@@ -529,7 +309,7 @@ reap_authorized_cb (GObject      *source,
           return;
         }
     }
-  if (g_hash_table_contains (self->reserved, key) ||
+  if (g_hash_table_contains (self->tasks->reserved, key) ||
       (shim != NULL && !shimwatch_shim_is_exported (shim)))
     {
       /* its CreateTask is under way: not ours to touch (a task loaded from its record
@@ -543,20 +323,14 @@ reap_authorized_cb (GObject      *source,
   if (shim != NULL)
     {
       /* answered when the shim's cleanup finished (TaskDelete emitted) */
-      waiting = g_hash_table_lookup (self->reaps, key);
-      if (waiting == NULL)
-        {
-          waiting = g_ptr_array_new ();
-          g_hash_table_insert (self->reaps, g_strdup (key), waiting);
-        }
-      g_ptr_array_add (waiting, data->invocation);
+      shimwatch_task_table_wait_for_end (self->tasks, key, data->invocation);
       shimwatch_shim_kill_shim (shim, NULL);
       return;
     }
 
   /* nothing supervised: state left on disk is cleaned the same way */
-  if (!shimwatch_manager_start_orphan_cleanup (self, data->namespace_, data->id, data->timeout_ms,
-                                               orphan_cleanup_done_cb, data))
+  if (!shimwatch_orphans_start_cleanup (&self->orphans, data->namespace_, data->id,
+                                        data->timeout_ms, orphan_cleanup_done_cb, data))
     {
       g_dbus_method_invocation_return_error (data->invocation, SHIMWATCH_ERROR,
                                              SHIMWATCH_ERROR_NOT_FOUND,
@@ -582,7 +356,7 @@ handle_reap (ShimwatchDbusManager  *iface,
   guint timeout_ms = self->config->cleanup_timeout_ms;
   gboolean owner_containerd = FALSE;
 
-  if (!shimwatch_manager_validate_ids (arg_namespace, arg_id, &error))
+  if (!shimwatch_error_check_task_name (arg_namespace, arg_id, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -639,35 +413,13 @@ handle_reap (ShimwatchDbusManager  *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
-
-
 /* -- setup ---------------------------------------------------------------------------- */
-
-/* what a shim works with, handed to it when it is built (no calls back into the manager) */
-ShimwatchShimServices
-shimwatch_manager_shim_services (ShimwatchManager *self)
-{
-  return (ShimwatchShimServices) {
-    .config = self->config,
-    .cleanup = self->cleanup,
-    .authority = self->authority,
-    .publisher = self->publisher,
-    .runc_root = self->runc_root,
-    .health = self->health,
-  };
-}
-
-
-
 
 const ShimwatchConfig *
 shimwatch_manager_get_config (ShimwatchManager *self)
 {
   return self->config;
 }
-
-
-
 
 gboolean
 shimwatch_manager_records_settled (ShimwatchManager *self)
@@ -714,7 +466,7 @@ count_supervised (GHashTable *supervised,
   gpointer value;
 
   /* as ListShims: a task being created counts once its object is exported */
-  g_hash_table_iter_init (&iter, self->shims);
+  g_hash_table_iter_init (&iter, self->tasks->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     {
       char *key;
@@ -817,6 +569,20 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
                                              self->history);
   shimwatch_publisher_set_metrics (self->publisher, self->metrics);
 
+  /* put on the connection once the recorded tasks' objects are in it (load) */
+  self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
+  self->tasks = shimwatch_task_table_new (SHIMWATCH_DBUS_MANAGER (self), self->object_manager,
+                                          self->history, self->metrics, self->cgroups,
+                                          self->runc_root);
+  self->orphans = (ShimwatchOrphans) {
+    .runtime_path = (const char * const *) self->config->runtime_path,
+    .tasks_dir = self->tasks_dir,
+    .runc_root = self->runc_root,
+    .cgroups = self->cgroups,
+    .claims = self->tasks->cgroup_users,
+    .cleanup = self->cleanup,
+  };
+
   shimwatch_dbus_manager_set_version (SHIMWATCH_DBUS_MANAGER (self), PACKAGE_VERSION);
   shimwatch_dbus_manager_set_configuration (SHIMWATCH_DBUS_MANAGER (self),
                                             shimwatch_config_to_variant (config));
@@ -826,7 +592,7 @@ shimwatch_manager_new (const ShimwatchConfig  *config,
 static void
 containerd_disconnected_cb (ShimwatchManager *self)
 {
-  shimwatch_manager_shim_disconnected_cb (NULL, self);
+  shimwatch_task_table_count_disconnect (self->tasks);
 }
 
 static void
@@ -841,8 +607,10 @@ containerd_finished_cb (ShimwatchContainerd *containerd,
   if (!took_over)
     return;
   shimwatch_metrics_count_takeover (self->metrics);
-  count_cleanup (self, namespace_, id, exit_status,
-                 cleanup_failed ? "the takeover of containerd's cleanup did not finish" : NULL);
+  shimwatch_task_table_count_cleanup (self->tasks, namespace_, id, exit_status,
+                                      cleanup_failed
+                                        ? "the takeover of containerd's cleanup did not finish"
+                                        : NULL);
 }
 
 gboolean
@@ -854,8 +622,15 @@ shimwatch_manager_export (ShimwatchManager  *self,
   g_return_val_if_fail (SHIMWATCH_IS_MANAGER (self), FALSE);
 
   self->authority = shimwatch_authority_new (connection, use_polkit);
-  /* put on the connection once the recorded tasks' objects are in it (load) */
-  self->object_manager = g_dbus_object_manager_server_new (SHIMWATCH_DBUS_PATH);
+  /* what a shim works with, handed to it when it is built (no calls back into the manager) */
+  self->shim_services = (ShimwatchShimServices) {
+    .config = self->config,
+    .cleanup = self->cleanup,
+    .authority = self->authority,
+    .publisher = self->publisher,
+    .runc_root = self->runc_root,
+    .health = self->health,
+  };
   shimwatch_publisher_attach (self->publisher, connection);
   if (self->config->containerd_enable)
     {
@@ -882,7 +657,7 @@ shimwatch_manager_shutdown (ShimwatchManager *self)
   g_return_if_fail (SHIMWATCH_IS_MANAGER (self));
 
   /* shims outlive the service, as with containerd: stop watching, touch nothing */
-  g_hash_table_iter_init (&iter, self->shims);
+  g_hash_table_iter_init (&iter, self->tasks->shims);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     shimwatch_shim_detach (value);
   if (self->containerd != NULL)
@@ -897,9 +672,7 @@ shimwatch_manager_finalize (GObject *object)
   ShimwatchManager *self = SHIMWATCH_MANAGER (object);
 
   g_clear_object (&self->containerd);
-  g_hash_table_unref (self->shims);
-  g_hash_table_unref (self->reserved);
-  g_hash_table_unref (self->reaps);
+  g_clear_pointer (&self->tasks, shimwatch_task_table_free);
   g_clear_pointer (&self->records, g_ptr_array_unref);
   g_clear_pointer (&self->broken, g_ptr_array_unref);
   g_clear_pointer (&self->recorded, g_hash_table_unref);
@@ -915,7 +688,6 @@ shimwatch_manager_finalize (GObject *object)
   g_clear_object (&self->health);
   g_clear_object (&self->launcher);
   g_clear_pointer (&self->cgroups, shimwatch_cgroup_host_unref);
-  shimwatch_cgroup_claims_free (self->cgroup_users);
   shimwatch_config_free (self->config);
   g_free (self->tasks_dir);
   g_free (self->runc_root);
@@ -1003,9 +775,4 @@ shimwatch_manager_class_init (ShimwatchManagerClass *klass)
 static void
 shimwatch_manager_init (ShimwatchManager *self)
 {
-  self->shims = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
-  self->reserved = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  self->reaps = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                       (GDestroyNotify) g_ptr_array_unref);
-  self->cgroup_users = shimwatch_cgroup_claims_new ();
 }
