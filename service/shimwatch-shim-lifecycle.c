@@ -17,92 +17,6 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-shim-private.h"
 
-static void
-publish_state (ShimwatchShim *self)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  const char *status = shimwatch_shim_state_to_status (self->machine.state);
-
-  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), status) != 0)
-    shimwatch_dbus_shim_set_status (iface, status);
-}
-
-/* the transition; Status is the caller's to publish, when @changed */
-static ShimwatchLifecycleSignal
-step (ShimwatchShim      *self,
-      ShimwatchShimInput  input,
-      gboolean           *changed)
-{
-  ShimwatchLifecycleSignal emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-  ShimwatchShimState from = self->machine.state;
-
-  *changed = FALSE;
-  switch (shimwatch_shim_machine_step (&self->machine, input, &emit))
-    {
-    case SHIMWATCH_SHIM_STEP_ILLEGAL:
-      g_debug ("%s/%s: %s in state %s changes nothing", self->namespace_, self->id,
-               shimwatch_shim_input_to_string (input), shimwatch_shim_state_to_status (from));
-      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-    case SHIMWATCH_SHIM_STEP_IGNORED:
-      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-    case SHIMWATCH_SHIM_STEP_CHANGED:
-    default:
-      *changed = TRUE;
-      return emit;
-    }
-}
-
-ShimwatchLifecycleSignal
-shimwatch_shim_transition (ShimwatchShim      *self,
-                           ShimwatchShimInput  input)
-{
-  gboolean changed;
-  ShimwatchLifecycleSignal emit = step (self, input, &changed);
-
-  if (changed)
-    publish_state (self);
-  return emit;
-}
-
-void
-shimwatch_shim_restore_state (ShimwatchShim         *self,
-                              const ShimwatchRecord *record)
-{
-  if (record != NULL)
-    shimwatch_shim_machine_restore (&self->machine, record);
-  else
-    shimwatch_shim_machine_init (&self->machine);
-  publish_state (self);
-}
-
-static void
-fill_record (ShimwatchShim   *self,
-             ShimwatchRecord *record)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-
-  record->namespace_ = self->namespace_;
-  record->id = self->id;
-  record->runtime = self->runtime;
-  record->shim_binary = self->shim_binary;
-  record->task_dir = self->task_dir;
-  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
-  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
-  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
-  record->task_start_time = self->task_start_time;
-  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
-  record->cgroup_path = self->cgroup_path;
-  record->exit = self->exit;
-  shimwatch_shim_machine_fill_record (&self->machine, record);
-  record->owner = (char *) shimwatch_dbus_shim_get_owner (iface);
-  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
-  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
-  record->labels = shimwatch_dbus_shim_get_labels (iface);
-  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
-  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
-  record->oom = self->oom;
-}
-
 void
 shimwatch_shim_add_history (ShimwatchShim *self,
                             const char    *event,
@@ -131,58 +45,6 @@ classify_exit (ShimwatchShim *self,
   return "exited";
 }
 
-void
-shimwatch_shim_save (ShimwatchShim *self)
-{
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (!self->persistent)
-    return;
-  fill_record (self, &record);
-  /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!shimwatch_record_committer_save (shimwatch_publisher_get_committer (self->services.publisher), &record,
-                                        &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-}
-
-/* Exactly once across restarts, even a SIGKILL of the service: the task's marks say a
- * signal was sent if and only if it reached the bus. Right before the signal is emitted,
- * before_signal() hands the record as it is to be, the signal's flag already set, to
- * the record committer, which writes the signal's mark ("pending", with the status and
- * exit that go with it) into the task's marks file, without writing the record;
- * the signal ledger's filter holds the signal until that mark is durable, and marks it
- * sent in the very thread that writes the signal to the bus, right before it does (see
- * shimwatch-signal-ledger.h, shimwatch-record-committer.h and shimwatch-marks.h).
- * Nothing on the main thread waits for the disk or the bus: @settled_point is reached
- * once the ledger has settled the signal. A restarted service takes a flag whose mark
- * does not say sent for unset. Marks that cannot be made are logged: the signal goes
- * out unmarked, and a restart sends it again. */
-static void
-before_signal (ShimwatchShim *self,
-               const char    *member,
-               const char    *crash_point,
-               const char    *settled_point)
-{
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (!self->persistent)
-    return;
-  fill_record (self, &record);
-  record.pending_signal = (char *) member;
-  if (!shimwatch_record_committer_expect (shimwatch_publisher_get_committer (self->services.publisher), &record,
-                                          self->path, settled_point, &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-  /* (tests) the signals before this one are on the bus, its own mark says pending */
-  shimwatch_signal_ledger_crash_point_after_earlier (
-    shimwatch_publisher_get_ledger (self->services.publisher), crash_point);
-}
-
 /* TaskExit exactly once per task; reason NULL: from the exit status */
 void
 shimwatch_shim_emit_task_exit (ShimwatchShim *self,
@@ -191,33 +53,16 @@ shimwatch_shim_emit_task_exit (ShimwatchShim *self,
                                gint64         exited_at,
                                const char    *reason)
 {
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  const char *member = shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
-
-  /* the task is stopped (unless it is being cleaned up); TaskExit only once */
-  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
+  /* sent already: the state still moves on (a late exit is only reported once) */
+  if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
+    {
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_EXITED);
+      return;
+    }
+  if (!shimwatch_task_lifecycle_emit_exit (&self->lifecycle, pid, exit_status, exited_at,
+                                           reason != NULL ? reason
+                                                          : classify_exit (self, exit_status)))
     return;
-  if (reason == NULL)
-    reason = classify_exit (self, exit_status);
-  self->exit.pid = pid;
-  self->exit.exit_status = exit_status;
-  self->exit.exited_at = exited_at;
-  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
-  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
-  shimwatch_dbus_shim_set_exit_reason (iface, reason);
-  /* a client that sees TaskExit already sees the properties that go with it (after a
-   * dead shim, with Status: one PropertiesChanged) */
-  shimwatch_shim_flush_changes (self);
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
-                      "task exited: pid %u, status %u (%s)", pid,
-                      exit_status, reason);
-  before_signal (self, member, "exit-prepared", "exit-emitted");
-  shimwatch_publisher_emit (self->services.publisher, member,
-                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
-                                                                self->id, pid, exit_status,
-                                                                (guint64) exited_at));
-  shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
 
@@ -230,37 +75,15 @@ emit_task_delete_and_finish (ShimwatchShim *self,
   /* nothing changed is left unsent when the object goes */
   if (self->changes_held)
     shimwatch_shim_flush_changes (self);
-  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) ==
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE)
-    {
-      const char *member =
-        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
-
-      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "delete"),
-                          "task deleted: pid %u, status %u",
-                          self->exit.pid, self->exit.exit_status);
-      before_signal (self, member, "delete-prepared", "delete-emitted");
-      shimwatch_publisher_emit (self->services.publisher, member,
-                                shimwatch_publisher_task_exit_args (self->path,
-                                                                    self->namespace_, self->id,
-                                                                    self->exit.pid,
-                                                                    self->exit.exit_status,
-                                                                    (guint64) self->exit.exited_at));
-      shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
-    }
+  shimwatch_task_lifecycle_emit_delete (&self->lifecycle);
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
    * out before the service died) once TaskDelete is written to the bus; a TaskDelete
    * that never went out stays in the record for the next start to send */
-  if (self->persistent)
-    {
-      shimwatch_record_committer_remove (shimwatch_publisher_get_committer (self->services.publisher),
-                                         self->namespace_, self->id);
-      self->persistent = FALSE;
-    }
+  shimwatch_task_lifecycle_forget (&self->lifecycle);
   if (self->delete_invocation != NULL)
     shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
                                          g_steal_pointer (&self->delete_invocation),
-                                         self->exit.exit_status, (guint64) self->exit.exited_at);
+                                         self->lifecycle.exit.exit_status, (guint64) self->lifecycle.exit.exited_at);
   /* the output is complete: followers get EOF, the retention period starts */
   if (self->task_log != NULL)
     shimwatch_task_log_finish (self->task_log);
@@ -445,8 +268,6 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   ShimwatchCleanupRequest *request;
 
-  gboolean disconnected = FALSE;
-
   if (shimwatch_shim_is_detached (self) || shimwatch_shim_is_cleaning (self))
     return;
   /* a dead shim's task whose exit the cleanup's kill will report (below): its Status
@@ -455,39 +276,23 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   if (self->exported && !shimwatch_shim_is_deleted (self) && self->task_pidfd >= 0 &&
       !shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     shimwatch_shim_hold_changes (self);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
 
   /* a crash (not the end of a normal Delete; during CreateTask the task is nobody's yet):
    * Status "disconnected", and ShimDisconnected only once, also across restarts. It goes
    * out first, before anything else this death costs: only its mark comes before it, and
    * Status is published right after it (in the same dispatch, so no caller of the bus
    * can tell; its PropertiesChanged goes out later anyway) */
-  if (self->exported && self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
-    {
-      gboolean changed;
-
-      if (step (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE, &changed) ==
-          SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
-        {
-          const char *member =
-            shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
-
-          before_signal (self, member, "disconnected-prepared", "disconnected");
-          shimwatch_publisher_emit_shim_disconnected (self->services.publisher, self->path,
-                                                      self->namespace_, self->id,
-                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-          disconnected = TRUE;
-        }
-      if (changed)
-        publish_state (self);
-    }
+  if (self->exported && self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED)
+    shimwatch_task_lifecycle_emit_disconnected (
+      &self->lifecycle, shimwatch_dbus_shim_get_shim_pid (iface), reason, FALSE);
 
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
   /* a shim dying as its connection closed may not have said so through its pidfd yet */
   if (self->shim_dead_at == 0 && self->shim_pidfd >= 0 && self->shim_pidfd_watch != NULL &&
       self->exported && self->shim_pidfd_kept < 0 &&
-      self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
+      self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED)
     {
       g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
       self->shim_pidfd_kept = g_steal_fd (&self->shim_pidfd);
@@ -497,11 +302,11 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   if (!self->exported)
     return;
 
-  if (self->machine.state == SHIMWATCH_SHIM_STATE_DELETED)
+  if (self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_DELETED)
     {
       /* the end of a normal Delete: the task directory and the cgroup go, no crash
        * signals; the shim's Delete already did what `shim delete` would */
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
       request = shimwatch_shim_cleanup_request (self, FALSE);
       request->deleted = TRUE;
       shimwatch_cleanup_run_async (self->services.cleanup, request,
@@ -511,11 +316,8 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "disconnected"),
                       "shim disconnected (%s)", reason);
-  if (disconnected)
-    shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
-                                reason);
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_DISCONNECTED], 0);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
 
   /* a hung shim was killed above; what runs in the task's cgroup is killed by the
    * cleanup. A record from before per-task cgroups knows no cgroup: only then are all
@@ -566,7 +368,7 @@ shimwatch_shim_set_created (ShimwatchShim *self,
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   shimwatch_dbus_shim_set_task_pid (iface, pid);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CREATED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CREATED);
   /* a pidfd taken now lets a dead shim's task be killed at once, without pid reuse */
   if (self->task_pidfd < 0 && pid > 0)
     {
@@ -587,12 +389,12 @@ shimwatch_shim_set_started (ShimwatchShim *self,
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
   shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
   /* during CreateTask the history hears of it with the create, once the task is handed out */
-  if (self->persistent)
+  if (self->lifecycle.persistent)
     shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
 }
 
@@ -623,7 +425,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
                                             event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_START:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
       shimwatch_publisher_emit_task_start (self->services.publisher, self->path,
                                            self->namespace_, self->id, event->pid);
       break;
@@ -641,19 +443,19 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       self->oom = TRUE;
       /* the OOM event may come after the exit it caused */
       if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
-          self->exit.exit_status == 128 + SIGKILL &&
+          self->lifecycle.exit.exit_status == 128 + SIGKILL &&
           g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
         shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
-      shimwatch_shim_save (self);
+      shimwatch_task_lifecycle_save (&self->lifecycle);
       shimwatch_publisher_emit_task_oom (self->services.publisher, self->path, self->namespace_,
                                          self->id);
       shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_PAUSED);
       break;
     case SHIMWATCH_EVENT_TASK_RESUMED:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RESUMED);
       break;
     case SHIMWATCH_EVENT_TASK_DELETE:       /* we emit our own TaskDelete, exactly once */
     case SHIMWATCH_EVENT_TASK_EXEC_ADDED:
@@ -690,8 +492,8 @@ shimwatch_shim_make_persistent (ShimwatchShim *self)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  self->persistent = TRUE;
-  shimwatch_shim_save (self);
+  self->lifecycle.persistent = TRUE;
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_shim_add_history (self, "create", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
                               FALSE, 0, NULL);
   if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)

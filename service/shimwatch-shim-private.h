@@ -18,6 +18,7 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-shim-state.h"
+#include "shimwatch-task-lifecycle.h"
 #include "shimwatch-task-log.h"
 #include "shimwatch-task-stats.h"
 
@@ -56,14 +57,11 @@ struct _ShimwatchShim
   ShimwatchHealthTarget *health;        /* in the health checks while connected */
 
   gboolean             exported;
-  gboolean             persistent;       /* a record exists and follows every change */
   GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
   gboolean             kill_when_reached; /* Reap while loading */
   GPtrArray           *early_events;   /* arrived before export, or while loading */
-  /* the task's lifecycle: Status and the lifecycle signals' flags, changed only by
-   * shimwatch_shim_transition() */
-  ShimwatchShimMachine machine;
-  ShimwatchExit        exit;           /* the real or synthesized exit, once known */
+  /* the task's lifecycle: Status, the lifecycle signals, the exit and the record */
+  ShimwatchTaskLifecycle lifecycle;
   GDBusMethodInvocation *delete_invocation;
   ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
 
@@ -88,33 +86,21 @@ enum {
 extern guint shimwatch_shim_signals[N_SIGNALS];
 
 /* shimwatch-shim-lifecycle.c */
-/* the only writer of Status and of the lifecycle signals' flags: feeds @input to the
- * state machine and publishes its state; returns the signal that must go out now (its
- * flag already set), or NONE */
-ShimwatchLifecycleSignal
-         shimwatch_shim_transition          (ShimwatchShim      *self,
-                                             ShimwatchShimInput  input);
-/* the machine from @record (a restart), or a new task's (@record NULL) */
-void     shimwatch_shim_restore_state       (ShimwatchShim         *self,
-                                             const ShimwatchRecord *record);
 #define shimwatch_shim_has_sent(self, signal) \
-  shimwatch_shim_machine_has_sent (&(self)->machine, (signal))
-#define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->machine)
+  shimwatch_shim_machine_has_sent (&(self)->lifecycle.machine, (signal))
+#define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->lifecycle.machine)
 /* the link to the shim (see shimwatch-shim-state.h) */
-#define shimwatch_shim_is_connected(self) ((self)->machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
-#define shimwatch_shim_is_loading(self)   ((self)->machine.link == SHIMWATCH_SHIM_LINK_LOADING)
-#define shimwatch_shim_is_detached(self)  ((self)->machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
+#define shimwatch_shim_is_connected(self) ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
+#define shimwatch_shim_is_loading(self)   ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_LOADING)
+#define shimwatch_shim_is_detached(self)  ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
 /* a normal Delete completed (or a failed CreateTask is undone): no crash semantics */
-#define shimwatch_shim_is_deleted(self) \
-  ((self)->machine.state == SHIMWATCH_SHIM_STATE_DELETED || \
-   (self)->machine.state == SHIMWATCH_SHIM_STATE_TEARDOWN)
+#define shimwatch_shim_is_deleted(self) shimwatch_task_lifecycle_is_deleted (&(self)->lifecycle)
 void     shimwatch_shim_add_history         (ShimwatchShim  *self,
                                              const char     *event,
                                              guint32         pid,
                                              gboolean        has_exit_status,
                                              guint32         exit_status,
                                              const char     *reason);
-void     shimwatch_shim_save                (ShimwatchShim  *self);
 /* TaskExit exactly once per task; reason NULL: from the exit status */
 void     shimwatch_shim_emit_task_exit      (ShimwatchShim  *self,
                                              guint32         pid,

@@ -22,43 +22,22 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
                                             record->task_dir);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
-  self->persistent = TRUE;
   self->task_start_time = record->task_start_time;
   /* until its shim answers again: whatever runs under the recorded pid when an event
    * first comes from it (read then, not for every record before the name is owned) */
   self->shim_start_time = SHIM_START_TIME_UNREAD;
-  self->exit = record->exit;
-  /* Status and which signals went out; a pending signal that did not go out was undone
-   * when the record was loaded */
-  shimwatch_shim_restore_state (self, record);
-  if (record->pending_signal != NULL && !record->pending_sent)
-    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"),
-                        "%s was about to go out when the service stopped, but did not: it is "
-                        "sent now",
-                        record->pending_signal);
+  /* Status, which signals went out, the exit and what every task's record holds */
+  shimwatch_task_lifecycle_restore (&self->lifecycle, record);
   if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
     shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
   else if (record->cgroup_path != NULL)
     shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
                         "ignoring the record's cgroup \"%s\"",
                         record->cgroup_path);
-  shimwatch_dbus_shim_set_address (iface, record->address);
-  shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
-  shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
-  shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
-  if (record->owner != NULL && record->owner[0] != '\0')
-    shimwatch_dbus_shim_set_owner (iface, record->owner);
   shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
   shimwatch_dbus_shim_set_command (iface, (const char * const *) record->command);
   shimwatch_dbus_shim_set_labels (iface, record->labels);
-  shimwatch_dbus_shim_set_started_at (iface, (guint64) record->started_at);
-  shimwatch_dbus_shim_set_exit_reason (iface, record->exit_reason);
   self->oom = record->oom;
-  if (record->exit_emitted)
-    {
-      shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
-      shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
-    }
   /* the task's init may still run: watch it again, unless its pid now names another
    * process. The pidfd first: the start time read after it is the process it holds. */
   if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0)
@@ -100,14 +79,14 @@ readopt_state_cb (GObject      *source,
                                      state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
     }
   else if (state.status == SHIMWATCH_TASK_STATUS_CREATED)
-    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);
   else if (state.status == SHIMWATCH_TASK_STATUS_RUNNING)
-    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
   else if (state.status == SHIMWATCH_TASK_STATUS_PAUSING)
-    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING);
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING);
   else if (state.status == SHIMWATCH_TASK_STATUS_PAUSED)
-    shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED);
-  shimwatch_shim_save (self);
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
 }
 
 void
@@ -127,7 +106,7 @@ shimwatch_shim_readopt (ShimwatchShim       *self,
       shimwatch_shim_kill_shim (self, NULL);
       return;
     }
-  if (self->machine.state == SHIMWATCH_SHIM_STATE_DELETED)
+  if (self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_DELETED)
     {
       /* the service died between Delete and the shim's shutdown: finish the teardown */
       shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
@@ -144,7 +123,7 @@ shimwatch_shim_mark_dead (ShimwatchShim *self,
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
   /* what arrived while it was being reached (its exit, maybe) counts, then the cleanup */
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
   shimwatch_shim_replay_early_events (self);
   shimwatch_shim_on_disconnected (self, reason);
   shimwatch_shim_resume_waiting_calls (self, FALSE);

@@ -97,7 +97,7 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   g_return_if_fail (self->handle == NULL);
 
   self->handle = handle;
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ATTACHED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ATTACHED);
   shimwatch_dbus_shim_set_address (iface, handle->address);
   shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
   shimwatch_dbus_shim_set_responsive (iface, TRUE);

@@ -152,7 +152,7 @@ static gboolean
 allows (ShimwatchShim      *self,
         ShimwatchShimAction action)
 {
-  return shimwatch_shim_state_allows (self->machine.state, action);
+  return shimwatch_shim_state_allows (self->lifecycle.machine.state, action);
 }
 
 /* the runtime refused because of the task's state (it exited meanwhile, it is not
@@ -379,18 +379,18 @@ delete_rpc_cb (GObject      *source,
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* a task deleted before it ever ran or exited has no TaskExit of its own */
-      self->exit = exit_info;
+      self->lifecycle.exit = exit_info;
     }
   else
     {
       /* the real exit status stays; fill in what delete knows better */
-      if (self->exit.pid == 0)
-        self->exit.pid = exit_info.pid;
+      if (self->lifecycle.exit.pid == 0)
+        self->lifecycle.exit.pid = exit_info.pid;
     }
-  if (self->exit.exited_at == 0)
-    self->exit.exited_at = g_get_real_time ();
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DELETED);
-  shimwatch_shim_save (self);
+  if (self->lifecycle.exit.exited_at == 0)
+    self->lifecycle.exit.exited_at = g_get_real_time ();
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_DELETED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_crash_point ("deleted");
   shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
                                         shimwatch_shim_shutdown_rpc_cb, g_object_ref (self));
@@ -567,7 +567,7 @@ shimwatch_shim_complete_stops (ShimwatchShim *self)
   clear_stop (self);
   for (guint i = 0; i < waiters->len; i++)
     shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self),
-                                       g_ptr_array_index (waiters, i), self->exit.exit_status);
+                                       g_ptr_array_index (waiters, i), self->lifecycle.exit.exit_status);
 }
 
 void
@@ -693,8 +693,8 @@ pause_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "pause", error);
       return;
     }
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_PAUSED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task paused");
   shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
@@ -734,8 +734,8 @@ resume_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "resume", error);
       return;
     }
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RESUMED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task resumed");
   shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
@@ -818,7 +818,7 @@ set_labels_authorized (ShimwatchShim         *self,
     }
   g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{ss})", &labels);
   shimwatch_dbus_shim_set_labels (SHIMWATCH_DBUS_SHIM (self), labels);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
                       "labels replaced (%" G_GSIZE_FORMAT ")",
                       g_variant_n_children (labels));
@@ -936,7 +936,7 @@ list_pids (ShimwatchShim         *self,
            gpointer               data)
 {
   if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
-      shimwatch_shim_state_is_stopped (self->machine.state))
+      shimwatch_shim_state_is_stopped (self->lifecycle.machine.state))
     {
       shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
                                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
@@ -1005,7 +1005,7 @@ shimwatch_shim_detach (ShimwatchShim *self)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DETACHED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_DETACHED);
   shimwatch_shim_stop_watching (self);
   if (self->task_log != NULL)
     shimwatch_task_log_detach (self->task_log);
@@ -1038,7 +1038,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   g_task_set_source_tag (task, shimwatch_shim_abandon_async);
   /* no events: the task was never handed to a client */
   shimwatch_shim_detach (self);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ABANDONED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ABANDONED);
   if (self->handle != NULL)
     shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
   /* a shim that never answered Connect never told its pid: only then is every process
@@ -1138,8 +1138,38 @@ guint32
 shimwatch_shim_get_last_exit_status (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), 255);
-  return self->exit.exit_status;
+  return self->lifecycle.exit.exit_status;
 }
+
+/* the record's fields only the shim knows */
+static void
+fill_record (gpointer         owner,
+             ShimwatchRecord *record)
+{
+  ShimwatchShim *self = owner;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  record->runtime = self->runtime;
+  record->shim_binary = self->shim_binary;
+  record->task_dir = self->task_dir;
+  record->task_start_time = self->task_start_time;
+  record->cgroup_path = self->cgroup_path;
+  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
+  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
+  record->labels = shimwatch_dbus_shim_get_labels (iface);
+  record->oom = self->oom;
+}
+
+static void
+flush_changes (gpointer owner)
+{
+  shimwatch_shim_flush_changes (owner);
+}
+
+static const ShimwatchTaskLifecycleOwner lifecycle_owner = {
+  .fill_record = fill_record,
+  .flush_changes = flush_changes,
+};
 
 ShimwatchShim *
 shimwatch_shim_new (const ShimwatchShimServices *services,
@@ -1173,7 +1203,19 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
   shimwatch_dbus_shim_set_runtime (iface, runtime);
   shimwatch_dbus_shim_set_address (iface, "");
   shimwatch_dbus_shim_set_cgroup_path (iface, "");
-  shimwatch_shim_restore_state (self, NULL);
+  shimwatch_task_lifecycle_init (&self->lifecycle, &(ShimwatchTaskLifecycleSetup) {
+    .iface = iface,
+    .path = self->path,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .publisher = self->services.publisher,
+    .committer = shimwatch_publisher_get_committer (self->services.publisher),
+    .history = shimwatch_publisher_get_history (self->services.publisher),
+    .log_domain = G_LOG_DOMAIN,
+    .crash_points = TRUE,
+    .owner = &lifecycle_owner,
+    .owner_data = self,
+  });
   shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
   shimwatch_dbus_shim_set_owner (iface, "shimwatch");
   shimwatch_dbus_shim_set_bundle_source (iface, "");
