@@ -293,12 +293,13 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
   ShimwatchDbusShim *iface = self->setup.iface;
   ShimwatchLogTask task;
 
-  g_return_val_if_fail (reason != NULL, FALSE);
-
   /* the task is stopped (unless it is being cleaned up) */
   if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
       SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
     return FALSE;
+  /* the shell convention: 128 + signal for a process a signal killed */
+  if (reason == NULL)
+    reason = exit_status > 128 && exit_status <= 128 + 64 ? "signaled" : "exited";
   if (exited_at == 0)
     exited_at = g_get_real_time ();
   self->exit.pid = pid;

@@ -101,7 +101,8 @@ gboolean shimwatch_task_lifecycle_emit_disconnected (ShimwatchTaskLifecycle     
                                                      const char                 *reason,
                                                      gboolean                    flush);
 /* EXITED: TaskExit once per task, with the exit properties in the PropertiesChanged
- * before it (@exited_at 0: now). TRUE: it went out now. */
+ * before it (@exited_at 0: now; @reason NULL: "signaled" or "exited", from the status).
+ * TRUE: it went out now. */
 gboolean shimwatch_task_lifecycle_emit_exit  (ShimwatchTaskLifecycle            *self,
                                               guint32                            pid,
                                               guint32                            exit_status,
