@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: what happens to a task (Status, its record, the lifecycle signals exactly
- * once, the shim's events, the dead-shim cleanup)
+ * ShimwatchShim: what happens to a task: its shim attached, the shim's events, the
+ * dead-shim cleanup, and taking a task over again after a restart of the service. Status,
+ * its record and the lifecycle signals go through its ShimwatchTaskLifecycle.
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
@@ -17,22 +18,8 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-shim-private.h"
 
-void
-shimwatch_shim_add_history (ShimwatchShim *self,
-                            const char    *event,
-                            guint32        pid,
-                            gboolean       has_exit_status,
-                            guint32        exit_status,
-                            const char    *reason)
-{
-  shimwatch_history_add_task_event (shimwatch_publisher_get_history (self->services.publisher),
-                                    self->namespace_, self->id, event, pid, has_exit_status,
-                                    exit_status, reason);
-}
-
-/* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a
- * process a signal killed; SIGKILL with an OOM kill in the task's cgroup is the OOM
- * killer's */
+/* ExitReason of an exit the runtime reported, where the lifecycle cannot tell: SIGKILL
+ * with an OOM kill in the task's cgroup is the OOM killer's; NULL: as its status says */
 static const char *
 classify_exit (ShimwatchShim *self,
                guint32        exit_status)
@@ -40,13 +27,11 @@ classify_exit (ShimwatchShim *self,
   if (exit_status == 128 + SIGKILL &&
       (self->oom || (self->cgroup != NULL && shimwatch_task_cgroup_oom_kills (self->cgroup) > 0)))
     return "oom-killed";
-  if (exit_status > 128 && exit_status <= 128 + 64)
-    return "signaled";
-  return "exited";
+  return NULL;
 }
 
 /* TaskExit exactly once per task; reason NULL: from the exit status */
-void
+static void
 shimwatch_shim_emit_task_exit (ShimwatchShim *self,
                                guint32        pid,
                                guint32        exit_status,
@@ -88,33 +73,6 @@ emit_task_delete_and_finish (ShimwatchShim *self,
   if (self->task_log != NULL)
     shimwatch_task_log_finish (self->task_log);
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_FINISHED], 0, reaped, cleanup_failed);
-}
-
-ShimwatchCleanupRequest *
-shimwatch_shim_cleanup_request (ShimwatchShim *self,
-                                gboolean       kill_task)
-{
-  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
-  const ShimwatchConfig *config = self->services.config;
-
-  request->namespace_ = g_strdup (self->namespace_);
-  request->id = g_strdup (self->id);
-  request->task_dir = g_strdup (self->task_dir);
-  request->shim_binary = g_strdup (self->shim_binary);
-  request->runc_state_dir = g_build_filename (self->services.runc_root,
-                                              self->namespace_, self->id, NULL);
-  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
-    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
-                                     strlen ("unix://"));
-  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
-  request->kill_task = kill_task && self->task_pidfd >= 0;
-  /* the task's end is the cleanup's to watch from now on: its pidfd goes with it (a
-   * cleanup request is made once, at the task's end) */
-  request->pidfd = self->task_pidfd;
-  self->task_pidfd = -1;
-  request->cgroup_path = g_strdup (self->cgroup_path);
-  request->timeout_ms = config->cleanup_timeout_ms;
-  return request;
 }
 
 /* -- the dead-shim path ------------------------------------------------------------------ */
@@ -261,7 +219,7 @@ kill_shim_process (ShimwatchShim *self)
     close (pidfd);
 }
 
-void
+static void
 shimwatch_shim_on_disconnected (ShimwatchShim *self,
                                 const char    *reason)
 {
@@ -335,30 +293,6 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
                                killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
 }
 
-/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
-void
-shimwatch_shim_find_cgroup (ShimwatchShim *self,
-                            guint32        pid)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (self->cgroup != NULL)
-    return;
-  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
-  if (self->cgroup_path != NULL)
-    {
-      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
-      return;
-    }
-  if (pid == 0)
-    return;
-  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
-  if (self->cgroup == NULL)
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
-                        "cannot find the cgroup of task process %u: %s",
-                        pid, error->message);
-}
-
 void
 shimwatch_shim_set_created (ShimwatchShim *self,
                             guint32        pid)
@@ -381,21 +315,6 @@ shimwatch_shim_set_created (ShimwatchShim *self,
     }
   shimwatch_shim_find_cgroup (self, pid);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "create"), "task created: pid %u", pid);
-}
-
-void
-shimwatch_shim_set_started (ShimwatchShim *self,
-                            guint32        pid)
-{
-  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-
-  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
-  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
-  shimwatch_task_lifecycle_save (&self->lifecycle);
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
-  /* during CreateTask the history hears of it with the create, once the task is handed out */
-  if (self->lifecycle.persistent)
-    shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- events forwarded by the shim ------------------------------------------------------- */
@@ -467,7 +386,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
     }
 }
 
-void
+static void
 shimwatch_shim_replay_early_events (ShimwatchShim *self)
 {
   g_autoptr(GPtrArray) early = g_steal_pointer (&self->early_events);
@@ -499,4 +418,165 @@ shimwatch_shim_make_persistent (ShimwatchShim *self)
   if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)
     shimwatch_shim_add_history (self, "start", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
                                 FALSE, 0, NULL);
+}
+
+/* -- the shim's connection ---------------------------------------------------------- */
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  shimwatch_shim_on_disconnected (user_data, reason->message);
+}
+
+void
+shimwatch_shim_attach (ShimwatchShim       *self,
+                       ShimwatchShimHandle *handle)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchTtrpc *ttrpc;
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  g_return_if_fail (self->handle == NULL);
+
+  self->handle = handle;
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ATTACHED);
+  shimwatch_dbus_shim_set_address (iface, handle->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
+  shimwatch_dbus_shim_set_responsive (iface, TRUE);
+  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
+  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  /* its hang-up is the shim's death: told before whatever else the same death makes ready
+   * (the shim's connection to the events socket, its pidfd, task output) */
+  shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
+  shimwatch_shim_start_watching (self);
+  if (shimwatch_ttrpc_is_closed (ttrpc))
+    {
+      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                     "closed before it was watched");
+
+      connection_closed_cb (ttrpc, error, self);
+    }
+}
+
+/* -- taking a task over again after a restart of the service ------------------------- */
+
+ShimwatchShim *
+shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
+                                const ShimwatchRecord       *record)
+{
+  ShimwatchShim *self = shimwatch_shim_new (services, record->namespace_, record->id,
+                                            record->runtime,
+                                            record->shim_binary[0] != '\0' ? record->shim_binary
+                                                                            : NULL,
+                                            record->task_dir);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  self->task_start_time = record->task_start_time;
+  /* until its shim answers again: whatever runs under the recorded pid when an event
+   * first comes from it (read then, not for every record before the name is owned) */
+  self->shim_start_time = SHIM_START_TIME_UNREAD;
+  /* Status, which signals went out, the exit and what every task's record holds */
+  shimwatch_task_lifecycle_restore (&self->lifecycle, record);
+  if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
+    shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
+  else if (record->cgroup_path != NULL)
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
+                        "ignoring the record's cgroup \"%s\"",
+                        record->cgroup_path);
+  shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
+  shimwatch_dbus_shim_set_command (iface, (const char * const *) record->command);
+  shimwatch_dbus_shim_set_labels (iface, record->labels);
+  self->oom = record->oom;
+  /* the task's init may still run: watch it again, unless its pid now names another
+   * process. The pidfd first: the start time read after it is the process it holds. */
+  if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0)
+    {
+      self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+      if (self->task_pidfd >= 0 &&
+          shimwatch_process_start_time (record->task_pid) != record->task_start_time)
+        {
+          close (self->task_pidfd);
+          self->task_pidfd = -1;
+        }
+    }
+  if (self->task_pidfd >= 0)
+    shimwatch_shim_find_cgroup (self, record->task_pid);
+  return self;
+}
+
+static void
+readopt_state_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskState state = { 0 };
+
+  if (!shimwatch_task_client_state_finish (SHIMWATCH_TASK_CLIENT (source), result, &state,
+                                           &error))
+    {
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "readopt"),
+                          "State after reconnecting: %s",
+                          error->message);
+      return;
+    }
+  /* whatever happened while the service was down: a real exit is reported now, once */
+  if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
+    {
+      shimwatch_shim_emit_task_exit (self, state.pid, state.exit_status,
+                                     state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
+    }
+  else if (state.status == SHIMWATCH_TASK_STATUS_CREATED)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);
+  else if (state.status == SHIMWATCH_TASK_STATUS_RUNNING)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSING)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSED)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
+}
+
+void
+shimwatch_shim_readopt (ShimwatchShim       *self,
+                        ShimwatchShimHandle *handle)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_shim_attach (self, handle);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "readopt"), "shim %u taken over again",
+                      handle->shim_pid);
+  /* what arrived while it was being reached: the shim's events, then the calls */
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
+  if (self->kill_when_reached)
+    {
+      shimwatch_shim_kill_shim (self, NULL);
+      return;
+    }
+  if (self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_DELETED)
+    {
+      /* the service died between Delete and the shim's shutdown: finish the teardown */
+      shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
+                                            shimwatch_shim_shutdown_rpc_cb, g_object_ref (self));
+      return;
+    }
+  shimwatch_task_client_state_async (self->handle->client, RPC_TIMEOUT_MS, readopt_state_cb,
+                                     g_object_ref (self));
+}
+
+void
+shimwatch_shim_mark_dead (ShimwatchShim *self,
+                          const char    *reason)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  /* what arrived while it was being reached (its exit, maybe) counts, then the cleanup */
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_on_disconnected (self, reason);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
 }

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * What the files of ShimwatchShim share, and nothing else includes:
- *   shimwatch-shim.c            the object and its D-Bus methods
- *   shimwatch-shim-lifecycle.c  what happens to a task: status, records, the lifecycle
- *                               signals, the dead-shim path
- *   shimwatch-shim-watch.c      watching the shim: its connection, pidfd and health
- *   shimwatch-shim-recovery.c   taking a task over again after a restart of the service
+ * What the files of ShimwatchShim share, and nothing else includes. Each knows only
+ * the ones below it:
+ *   shimwatch-shim-lifecycle.c  what happens to a task: attaching its shim, the shim's
+ *                               events, the dead-shim path, taking a task over again
+ *                               after a restart of the service
+ *   shimwatch-shim.c            the object, its D-Bus methods, what the task is made of
+ *   shimwatch-shim-watch.c      watching the shim: its pidfd and health
+ * Status, the record and the lifecycle signals are the task's ShimwatchTaskLifecycle's
+ * (shimwatch-task-lifecycle.h), which the companion's tasks use too.
  */
 #pragma once
 
@@ -85,9 +88,9 @@ enum {
 };
 extern guint shimwatch_shim_signals[N_SIGNALS];
 
-/* shimwatch-shim-lifecycle.c */
+/* the task's lifecycle, as the shim's files ask it */
 #define shimwatch_shim_has_sent(self, signal) \
-  shimwatch_shim_machine_has_sent (&(self)->lifecycle.machine, (signal))
+  shimwatch_task_lifecycle_has_sent (&(self)->lifecycle, (signal))
 #define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->lifecycle.machine)
 /* the link to the shim (see shimwatch-shim-state.h) */
 #define shimwatch_shim_is_connected(self) ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
@@ -95,32 +98,19 @@ extern guint shimwatch_shim_signals[N_SIGNALS];
 #define shimwatch_shim_is_detached(self)  ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
 /* a normal Delete completed (or a failed CreateTask is undone): no crash semantics */
 #define shimwatch_shim_is_deleted(self) shimwatch_task_lifecycle_is_deleted (&(self)->lifecycle)
+
+/* shimwatch-shim.c */
 void     shimwatch_shim_add_history         (ShimwatchShim  *self,
                                              const char     *event,
                                              guint32         pid,
                                              gboolean        has_exit_status,
                                              guint32         exit_status,
                                              const char     *reason);
-/* TaskExit exactly once per task; reason NULL: from the exit status */
-void     shimwatch_shim_emit_task_exit      (ShimwatchShim  *self,
-                                             guint32         pid,
-                                             guint32         exit_status,
-                                             gint64          exited_at,
-                                             const char     *reason);
 ShimwatchCleanupRequest *
          shimwatch_shim_cleanup_request     (ShimwatchShim  *self,
                                              gboolean        kill_task);
-/* the connection to the shim is gone (or, after a restart, could not be made again) */
-void     shimwatch_shim_on_disconnected     (ShimwatchShim  *self,
-                                             const char     *reason);
 void     shimwatch_shim_find_cgroup         (ShimwatchShim  *self,
                                              guint32         pid);
-void     shimwatch_shim_replay_early_events (ShimwatchShim  *self);
-
-/* shimwatch-shim-watch.c */
-void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
-
-/* shimwatch-shim.c */
 /* the properties changed from now on go out in one PropertiesChanged, at the next
  * shimwatch_shim_flush_changes(), not each turn */
 void     shimwatch_shim_hold_changes        (ShimwatchShim  *self);
@@ -137,5 +127,10 @@ void     shimwatch_shim_resume_waiting_calls (ShimwatchShim *self,
 void     shimwatch_shim_shutdown_rpc_cb     (GObject        *source,
                                              GAsyncResult   *result,
                                              gpointer        user_data);
+
+/* shimwatch-shim-watch.c */
+/* from now on the attached shim's pidfd and health are watched */
+void     shimwatch_shim_start_watching      (ShimwatchShim  *self);
+void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
 
 G_END_DECLS

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: watching the shim (its connection, its pidfd, the health check)
+ * ShimwatchShim: watching the shim (its pidfd, the health check)
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
@@ -22,14 +22,6 @@ shimwatch_shim_stop_watching (ShimwatchShim *self)
       close (self->shim_pidfd);
       self->shim_pidfd = -1;
     }
-}
-
-static void
-connection_closed_cb (ShimwatchTtrpc *ttrpc,
-                      GError         *reason,
-                      gpointer        user_data)
-{
-  shimwatch_shim_on_disconnected (user_data, reason->message);
 }
 
 static gboolean
@@ -86,30 +78,16 @@ health_changed_cb (gboolean responsive,
     shimwatch_metrics_count_unresponsive (shimwatch_publisher_get_metrics (self->services.publisher));
 }
 
+/* from now on the shim's pidfd and its health are watched (shimwatch_shim_attach()) */
 void
-shimwatch_shim_attach (ShimwatchShim       *self,
-                       ShimwatchShimHandle *handle)
+shimwatch_shim_start_watching (ShimwatchShim *self)
 {
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  ShimwatchTtrpc *ttrpc;
+  guint32 shim_pid = self->handle->shim_pid;
 
-  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-  g_return_if_fail (self->handle == NULL);
-
-  self->handle = handle;
-  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ATTACHED);
-  shimwatch_dbus_shim_set_address (iface, handle->address);
-  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
-  shimwatch_dbus_shim_set_responsive (iface, TRUE);
-  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
-  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
-  /* its hang-up is the shim's death: told before whatever else the same death makes ready
-   * (the shim's connection to the events socket, its pidfd, task output) */
-  shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
-  if (handle->shim_pid > 0)
+  if (shim_pid > 0)
     {
-      self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
-      self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
+      self->shim_pidfd = pidfd_open ((pid_t) shim_pid, 0);
+      self->shim_start_time = shimwatch_process_start_time (shim_pid);
       if (self->shim_pidfd >= 0)
         {
           g_autoptr(GError) error = NULL;
@@ -121,18 +99,10 @@ shimwatch_shim_attach (ShimwatchShim       *self,
           if (self->shim_pidfd_watch == NULL)
             shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
                                 "cannot watch shim process %u: %s (its death is seen when "
-                                "its socket closes)", handle->shim_pid, error->message);
+                                "its socket closes)", shim_pid, error->message);
         }
     }
   if (self->services.config->health_interval_ms > 0 && self->services.health != NULL)
-    self->health = shimwatch_health_scheduler_add (self->services.health, handle->client,
+    self->health = shimwatch_health_scheduler_add (self->services.health, self->handle->client,
                                                    health_changed_cb, self);
-  if (shimwatch_ttrpc_is_closed (ttrpc))
-    {
-      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
-                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
-                                                     "closed before it was watched");
-
-      connection_closed_cb (ttrpc, error, self);
-    }
 }

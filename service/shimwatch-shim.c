@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: the object and its D-Bus methods
+ * ShimwatchShim: the object, its D-Bus methods, and what its task is made of
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
@@ -970,6 +970,87 @@ handle_list_pids (ShimwatchDbusShim     *iface,
     }
   list_pids (self, invocation, NULL);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* -- what the task is made of ----------------------------------------------------------- */
+
+void
+shimwatch_shim_add_history (ShimwatchShim *self,
+                            const char    *event,
+                            guint32        pid,
+                            gboolean       has_exit_status,
+                            guint32        exit_status,
+                            const char    *reason)
+{
+  shimwatch_history_add_task_event (shimwatch_publisher_get_history (self->services.publisher),
+                                    self->namespace_, self->id, event, pid, has_exit_status,
+                                    exit_status, reason);
+}
+
+ShimwatchCleanupRequest *
+shimwatch_shim_cleanup_request (ShimwatchShim *self,
+                                gboolean       kill_task)
+{
+  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
+  const ShimwatchConfig *config = self->services.config;
+
+  request->namespace_ = g_strdup (self->namespace_);
+  request->id = g_strdup (self->id);
+  request->task_dir = g_strdup (self->task_dir);
+  request->shim_binary = g_strdup (self->shim_binary);
+  request->runc_state_dir = g_build_filename (self->services.runc_root,
+                                              self->namespace_, self->id, NULL);
+  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
+    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
+                                     strlen ("unix://"));
+  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  request->kill_task = kill_task && self->task_pidfd >= 0;
+  /* the task's end is the cleanup's to watch from now on: its pidfd goes with it (a
+   * cleanup request is made once, at the task's end) */
+  request->pidfd = self->task_pidfd;
+  self->task_pidfd = -1;
+  request->cgroup_path = g_strdup (self->cgroup_path);
+  request->timeout_ms = config->cleanup_timeout_ms;
+  return request;
+}
+
+/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
+void
+shimwatch_shim_find_cgroup (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->cgroup != NULL)
+    return;
+  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
+  if (self->cgroup_path != NULL)
+    {
+      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
+      return;
+    }
+  if (pid == 0)
+    return;
+  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
+  if (self->cgroup == NULL)
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
+                        "cannot find the cgroup of task process %u: %s",
+                        pid, error->message);
+}
+
+void
+shimwatch_shim_set_started (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
+  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
+  shimwatch_task_lifecycle_save (&self->lifecycle);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
+  /* during CreateTask the history hears of it with the create, once the task is handed out */
+  if (self->lifecycle.persistent)
+    shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- lifecycle helpers ---------------------------------------------------------------- */
