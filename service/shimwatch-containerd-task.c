@@ -51,10 +51,10 @@ struct _ShimwatchContainerdTask
    * machine's link is the shim's: GONE once it died. Containerd's delete (its shim
    * exited, the bundle goes) is DELETED, its cleanup after a dead shim or ours is
    * CLEANUP_STARTED, TaskDelete is FINISHED. */
-  ShimwatchTaskLifecycle        lifecycle;
-  gboolean                      bundle_gone;
-  gboolean                      took_over;     /* the cleanup was ours (a takeover) */
-  gboolean                      cleanup_failed;
+  ShimwatchTaskLifecycle lifecycle;
+  gboolean               bundle_gone;
+  gboolean               took_over;            /* the cleanup was ours (a takeover) */
+  gboolean               cleanup_failed;
   gint64                        died_at;       /* monotonic */
   guint                         probe_source;
   GPtrArray                    *reaps;         /* GDBusMethodInvocation */
@@ -882,32 +882,31 @@ shimwatch_containerd_task_new_from_record (const ShimwatchContainerdEnv *env,
   return self;
 }
 
+/* what callers of the companion know a task by: its object path, the Namespace and Id
+ * it shows on the bus, and its bundle */
 const char *
 shimwatch_containerd_task_get_path (ShimwatchContainerdTask *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->path;
+  return self->lifecycle.setup.path;
 }
 
 const char *
 shimwatch_containerd_task_get_namespace (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->namespace_;
+  return shimwatch_dbus_shim_get_namespace (SHIMWATCH_DBUS_SHIM (self));
 }
 
 const char *
 shimwatch_containerd_task_get_id (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->id;
+  return shimwatch_dbus_shim_get_id (SHIMWATCH_DBUS_SHIM (self));
 }
 
 const char *
 shimwatch_containerd_task_get_bundle (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->bundle;
+  return shimwatch_dbus_shim_get_bundle (SHIMWATCH_DBUS_SHIM (self));
 }
 
 guint32

@@ -68,7 +68,8 @@ emit_task_delete_and_finish (ShimwatchShim *self,
   if (self->delete_invocation != NULL)
     shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
                                          g_steal_pointer (&self->delete_invocation),
-                                         self->lifecycle.exit.exit_status, (guint64) self->lifecycle.exit.exited_at);
+                                         self->lifecycle.exit.exit_status,
+                                         (guint64) self->lifecycle.exit.exited_at);
   /* the output is complete: followers get EOF, the retention period starts */
   if (self->task_log != NULL)
     shimwatch_task_log_finish (self->task_log);
@@ -76,23 +77,6 @@ emit_task_delete_and_finish (ShimwatchShim *self,
 }
 
 /* -- the dead-shim path ------------------------------------------------------------------ */
-
-/* a shim whose death its pidfd had not told yet when its connection closed: asked again */
-static void
-look_at_kept_pidfd (ShimwatchShim *self,
-                    gboolean       last_time)
-{
-  if (self->shim_pidfd_kept < 0)
-    return;
-  if (poll (&(struct pollfd) { .fd = self->shim_pidfd_kept, .events = POLLIN }, 1, 0) > 0)
-    {
-      if (self->shim_dead_at == 0)
-        self->shim_dead_at = g_get_monotonic_time ();
-    }
-  else if (!last_time)
-    return;
-  close (g_steal_fd (&self->shim_pidfd_kept));
-}
 
 /* The cleanup is over. Who writes to the task's FIFOs (its output, the shim's log) is
  * the shim, and what runs in the task: once the shim's pidfd said it was dead and the
@@ -106,10 +90,10 @@ outputs_ended (ShimwatchShim                *self,
 {
   gint64 gone_at;
 
-  look_at_kept_pidfd (self, TRUE);
-  if (self->shim_dead_at <= 0 || outcome->emptied_at == 0)
+  shimwatch_shim_watch_look_again (&self->watch, TRUE);
+  if (self->watch.dead_at <= 0 || outcome->emptied_at == 0)
     return;
-  gone_at = MAX (self->shim_dead_at, outcome->emptied_at);
+  gone_at = MAX (self->watch.dead_at, outcome->emptied_at);
   if (self->task_log != NULL)
     shimwatch_task_log_set_writers_gone (self->task_log, gone_at);
   if (self->handle != NULL && self->handle->log != NULL)
@@ -123,7 +107,7 @@ killed_cb (guint32  pid,
 {
   ShimwatchShim *self = user_data;
 
-  look_at_kept_pidfd (self, FALSE);
+  shimwatch_shim_watch_look_again (&self->watch, FALSE);
   /* the container is really dead now: tell clients at once, delete can take its time */
   shimwatch_shim_emit_task_exit (self, pid, 128 + SIGKILL, when, "shim-died");
 }
@@ -186,37 +170,27 @@ kill_shim_process (ShimwatchShim *self)
   guint32 pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
   g_autofree char *cwd_link = NULL;
   g_autofree char *cwd = NULL;
-  int pidfd = self->shim_pidfd;
+  gboolean killed = FALSE;
+  int pidfd;
 
-  if (pidfd < 0 && pid > 0)
+  if (shimwatch_shim_watch_has_pidfd (&self->watch))
+    killed = shimwatch_shim_watch_kill (&self->watch);
+  else if (pid > 0)
     {
       pidfd = pidfd_open ((pid_t) pid, 0);
       cwd_link = g_strdup_printf ("/proc/%u/cwd", pid);
       cwd = g_file_read_link (cwd_link, NULL);
-      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) != 0)
-        {
-          close (pidfd);
-          pidfd = -1;
-        }
+      /* a pidfd turns readable once its process has exited: a dead shim is left alone */
+      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) == 0 &&
+          poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0)
+        killed = pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0;
+      if (pidfd >= 0)
+        close (pidfd);
     }
-  /* a pidfd turns readable once its process has exited: a dead shim is left alone */
-  if (pidfd >= 0)
-    {
-      /* the poller may have found its pidfd ready in the batch it is handing out (the
-       * socket's end told first): then it is dead, without asking the kernel again */
-      int ready = pidfd == self->shim_pidfd && self->shim_pidfd_watch != NULL &&
-                  shimwatch_poller_watch_is_ready (self->shim_pidfd_watch)
-                  ? 1 : poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0);
-
-      if (ready > 0 && pidfd == self->shim_pidfd && self->shim_dead_at == 0)
-        self->shim_dead_at = g_get_monotonic_time ();
-      else if (ready == 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
-        shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
-                            "sent SIGKILL to shim process %u, still there at the disconnection",
-                            pid);
-    }
-  if (pidfd >= 0 && pidfd != self->shim_pidfd)
-    close (pidfd);
+  if (killed)
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
+                        "sent SIGKILL to shim process %u, still there at the disconnection",
+                        pid);
 }
 
 static void
@@ -247,15 +221,10 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
-  /* a shim dying as its connection closed may not have said so through its pidfd yet */
-  if (self->shim_dead_at == 0 && self->shim_pidfd >= 0 && self->shim_pidfd_watch != NULL &&
-      self->exported && self->shim_pidfd_kept < 0 &&
-      self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED)
-    {
-      g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
-      self->shim_pidfd_kept = g_steal_fd (&self->shim_pidfd);
-    }
-  shimwatch_shim_stop_watching (self);
+  /* a shim dying as its connection closed may not have said so through its pidfd yet:
+   * it is asked again at the end of the cleanup */
+  shimwatch_shim_watch_stop (&self->watch, self->exported &&
+                             self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
     return;
@@ -422,6 +391,29 @@ shimwatch_shim_make_persistent (ShimwatchShim *self)
 
 /* -- the shim's connection ---------------------------------------------------------- */
 
+/* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler
+ * does, for every shim, and tells when the answer changes) */
+static void
+health_changed_cb (gboolean responsive,
+                   gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchMetrics *metrics = shimwatch_publisher_get_metrics (self->services.publisher);
+
+  if (responsive == shimwatch_dbus_shim_get_responsive (iface))
+    return;
+  shimwatch_dbus_shim_set_responsive (iface, responsive);
+  if (responsive)
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "responsive"), "shim answers again");
+  else
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "unresponsive"),
+                        "shim does not answer within %u ms; Reap can clean it up",
+                        SHIMWATCH_HEALTH_TIMEOUT_MS);
+  if (!responsive && metrics != NULL)
+    shimwatch_metrics_count_unresponsive (metrics);
+}
+
 static void
 connection_closed_cb (ShimwatchTtrpc *ttrpc,
                       GError         *reason,
@@ -450,7 +442,14 @@ shimwatch_shim_attach (ShimwatchShim       *self,
   /* its hang-up is the shim's death: told before whatever else the same death makes ready
    * (the shim's connection to the events socket, its pidfd, task output) */
   shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
-  shimwatch_shim_start_watching (self);
+  /* the shim's pidfd (the start time read after it, as in shimwatch_shim_is_shim_process())
+   * and its health */
+  if (handle->shim_pid > 0)
+    self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
+  shimwatch_shim_watch_start (&self->watch, handle->client, handle->shim_pid,
+                              self->services.config->health_interval_ms > 0
+                                ? self->services.health : NULL,
+                              health_changed_cb, self);
   if (shimwatch_ttrpc_is_closed (ttrpc))
     {
       g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
@@ -474,10 +473,9 @@ shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
                                             record->task_dir);
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
 
-  self->task_start_time = record->task_start_time;
-  /* until its shim answers again: whatever runs under the recorded pid when an event
-   * first comes from it (read then, not for every record before the name is owned) */
+  /* until its shim answers again: what runs under the recorded pid at its first event */
   self->shim_start_time = SHIM_START_TIME_UNREAD;
+  self->task_start_time = record->task_start_time;
   /* Status, which signals went out, the exit and what every task's record holds */
   shimwatch_task_lifecycle_restore (&self->lifecycle, record);
   if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
@@ -528,7 +526,8 @@ readopt_state_cb (GObject      *source,
   if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
     {
       shimwatch_shim_emit_task_exit (self, state.pid, state.exit_status,
-                                     state.exited_at != 0 ? state.exited_at : g_get_real_time (), NULL);
+                                     state.exited_at != 0 ? state.exited_at : g_get_real_time (),
+                                     NULL);
     }
   else if (state.status == SHIMWATCH_TASK_STATUS_CREATED)
     shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);

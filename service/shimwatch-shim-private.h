@@ -6,9 +6,9 @@
  *                               events, the dead-shim path, taking a task over again
  *                               after a restart of the service
  *   shimwatch-shim.c            the object, its D-Bus methods, what the task is made of
- *   shimwatch-shim-watch.c      watching the shim: its pidfd and health
  * Status, the record and the lifecycle signals are the task's ShimwatchTaskLifecycle's
- * (shimwatch-task-lifecycle.h), which the companion's tasks use too.
+ * (shimwatch-task-lifecycle.h), which the companion's tasks use too; the shim's pidfd and
+ * health its ShimwatchShimWatch's (shimwatch-shim-watch.h).
  */
 #pragma once
 
@@ -21,6 +21,7 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-shim-state.h"
+#include "shimwatch-shim-watch.h"
 #include "shimwatch-task-lifecycle.h"
 #include "shimwatch-task-log.h"
 #include "shimwatch-task-stats.h"
@@ -51,13 +52,7 @@ struct _ShimwatchShim
   ShimwatchShimHandle *handle;
   gulong               closed_id;
   int                  task_pidfd;
-  int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
-  ShimwatchPollerWatch *shim_pidfd_watch;
-  gint64               shim_dead_at;     /* when its pidfd said it was dead, 0: not yet;
-                                          * -1: a child of it lives on with its socket */
-  int                  shim_pidfd_kept;  /* its death not seen at the disconnection: looked
-                                          * at again as its task is found dead */
-  ShimwatchHealthTarget *health;        /* in the health checks while connected */
+  ShimwatchShimWatch   watch;            /* the shim's pidfd and health while connected */
 
   gboolean             exported;
   GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
@@ -127,10 +122,5 @@ void     shimwatch_shim_resume_waiting_calls (ShimwatchShim *self,
 void     shimwatch_shim_shutdown_rpc_cb     (GObject        *source,
                                              GAsyncResult   *result,
                                              gpointer        user_data);
-
-/* shimwatch-shim-watch.c */
-/* from now on the attached shim's pidfd and health are watched */
-void     shimwatch_shim_start_watching      (ShimwatchShim  *self);
-void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
 
 G_END_DECLS

@@ -566,8 +566,8 @@ shimwatch_shim_complete_stops (ShimwatchShim *self)
   self->stop_waiters = g_ptr_array_new ();
   clear_stop (self);
   for (guint i = 0; i < waiters->len; i++)
-    shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self),
-                                       g_ptr_array_index (waiters, i), self->lifecycle.exit.exit_status);
+    shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self), g_ptr_array_index (waiters, i),
+                                       self->lifecycle.exit.exit_status);
 }
 
 void
@@ -1087,7 +1087,7 @@ shimwatch_shim_detach (ShimwatchShim *self)
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_DETACHED);
-  shimwatch_shim_stop_watching (self);
+  shimwatch_shim_watch_stop (&self->watch, FALSE);
   if (self->task_log != NULL)
     shimwatch_task_log_detach (self->task_log);
   shimwatch_shim_resume_waiting_calls (self, TRUE);
@@ -1277,6 +1277,8 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
   self->shim_binary = g_strdup (shim_binary);
   self->task_dir = g_strdup (task_dir);
   self->path = shimwatch_task_object_path (SHIMWATCH_DBUS_SHIMS_PATH, namespace_, id);
+  self->watch.namespace_ = self->namespace_;
+  self->watch.id = self->id;
 
   shimwatch_dbus_shim_set_namespace (iface, namespace_);
   shimwatch_dbus_shim_set_id (iface, id);
@@ -1328,8 +1330,7 @@ shimwatch_shim_finalize (GObject *object)
 
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
-  if (self->shim_pidfd_kept >= 0)
-    close (self->shim_pidfd_kept);
+  shimwatch_shim_watch_clear (&self->watch);
   g_ptr_array_unref (self->early_events);
   g_ptr_array_unref (self->waiting_calls);
   g_clear_object (&self->task_log);
@@ -1459,8 +1460,7 @@ static void
 shimwatch_shim_init (ShimwatchShim *self)
 {
   self->task_pidfd = -1;
-  self->shim_pidfd = -1;
-  self->shim_pidfd_kept = -1;
+  shimwatch_shim_watch_init (&self->watch, NULL, NULL, SHIMWATCH_DBUS_SHIM (self));
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
   self->waiting_calls = g_ptr_array_new ();
   self->stop_waiters = g_ptr_array_new ();

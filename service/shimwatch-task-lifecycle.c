@@ -291,11 +291,11 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
                                     const char             *reason)
 {
   ShimwatchDbusShim *iface = self->setup.iface;
+  ShimwatchLifecycleSignal signal = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT;
   ShimwatchLogTask task;
 
   /* the task is stopped (unless it is being cleaned up) */
-  if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
+  if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) != signal)
     return FALSE;
   /* the shell convention: 128 + signal for a process a signal killed */
   if (reason == NULL)
@@ -315,9 +315,8 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
   shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
                            G_STRINGIFY (__LINE__), G_STRFUNC, &task,
                            "task exited: pid %u, status %u (%s)", pid, exit_status, reason);
-  before_signal (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
-  shimwatch_publisher_emit (self->setup.publisher,
-                            shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT),
+  before_signal (self, signal);
+  shimwatch_publisher_emit (self->setup.publisher, shimwatch_lifecycle_signal_member (signal),
                             shimwatch_publisher_task_exit_args (self->setup.path,
                                                                 self->setup.namespace_,
                                                                 self->setup.id, pid, exit_status,
@@ -329,19 +328,18 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
 gboolean
 shimwatch_task_lifecycle_emit_delete (ShimwatchTaskLifecycle *self)
 {
+  ShimwatchLifecycleSignal signal = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE;
   ShimwatchLogTask task;
 
-  if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) !=
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE)
+  if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) != signal)
     return FALSE;
   task = log_fields (self, "delete");
   shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
                            G_STRINGIFY (__LINE__), G_STRFUNC, &task,
                            "task deleted: pid %u, status %u", self->exit.pid,
                            self->exit.exit_status);
-  before_signal (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
-  shimwatch_publisher_emit (self->setup.publisher,
-                            shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE),
+  before_signal (self, signal);
+  shimwatch_publisher_emit (self->setup.publisher, shimwatch_lifecycle_signal_member (signal),
                             shimwatch_publisher_task_exit_args (self->setup.path,
                                                                 self->setup.namespace_,
                                                                 self->setup.id, self->exit.pid,
