@@ -184,10 +184,9 @@ shimwatch_task_lifecycle_save (ShimwatchTaskLifecycle *self)
 void
 shimwatch_task_lifecycle_forget (ShimwatchTaskLifecycle *self)
 {
-  if (!self->persistent || self->setup.committer == NULL)
-    return;
-  shimwatch_record_committer_remove (self->setup.committer, self->setup.namespace_,
-                                     self->setup.id);
+  if (self->persistent && self->setup.committer != NULL)
+    shimwatch_record_committer_remove (self->setup.committer, self->setup.namespace_,
+                                       self->setup.id);
   self->persistent = FALSE;
 }
 
