@@ -337,7 +337,9 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       shimwatch_task_lifecycle_save (&self->lifecycle);
       shimwatch_publisher_emit_task_oom (self->services.publisher, self->path, self->namespace_,
                                          self->id);
-      shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
+      shimwatch_task_lifecycle_add_history (&self->lifecycle, "oom",
+                                            shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0,
+                                            NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:
       shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_PAUSED);
@@ -378,15 +380,16 @@ shimwatch_shim_set_exported (ShimwatchShim *self)
 void
 shimwatch_shim_make_persistent (ShimwatchShim *self)
 {
+  guint32 pid;
+
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
+  pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
   self->lifecycle.persistent = TRUE;
   shimwatch_task_lifecycle_save (&self->lifecycle);
-  shimwatch_shim_add_history (self, "create", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-                              FALSE, 0, NULL);
+  shimwatch_task_lifecycle_add_history (&self->lifecycle, "create", pid, FALSE, 0, NULL);
   if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)
-    shimwatch_shim_add_history (self, "start", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-                                FALSE, 0, NULL);
+    shimwatch_task_lifecycle_add_history (&self->lifecycle, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- the shim's connection ---------------------------------------------------------- */

@@ -95,12 +95,6 @@ extern guint shimwatch_shim_signals[N_SIGNALS];
 #define shimwatch_shim_is_deleted(self) shimwatch_task_lifecycle_is_deleted (&(self)->lifecycle)
 
 /* shimwatch-shim.c */
-void     shimwatch_shim_add_history         (ShimwatchShim  *self,
-                                             const char     *event,
-                                             guint32         pid,
-                                             gboolean        has_exit_status,
-                                             guint32         exit_status,
-                                             const char     *reason);
 ShimwatchCleanupRequest *
          shimwatch_shim_cleanup_request     (ShimwatchShim  *self,
                                              gboolean        kill_task);

@@ -30,21 +30,6 @@ shimwatch_shim_watch_init (ShimwatchShimWatch *self,
   };
 }
 
-/* a line about the shim's task, its object's pids with it */
-static ShimwatchLogTask
-log_fields (ShimwatchShimWatch *self,
-            const char         *event)
-{
-  return (ShimwatchLogTask) {
-           .namespace_ = self->namespace_,
-           .id = self->id,
-           .event = event,
-           .has_pids = TRUE,
-           .shim_pid = shimwatch_dbus_shim_get_shim_pid (self->iface),
-           .task_pid = shimwatch_dbus_shim_get_task_pid (self->iface),
-  };
-}
-
 static gboolean
 connected (ShimwatchShimWatch *self)
 {
@@ -73,14 +58,14 @@ shim_process_exited_cb (int                   fd,
     shimwatch_ttrpc_collect (shimwatch_task_client_get_ttrpc (self->client));
   if (connected (self))
     {
-      ShimwatchLogTask task = log_fields (self, "disconnected");
-
       /* and may hold the shim's FIFOs too: they are read to the end */
       self->dead_at = -1;
-      shimwatch_log_task (G_LOG_LEVEL_WARNING, &task,
+      shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                          LOG_EVENT_OF (self->iface, self->namespace_, self->id, "disconnected",
+                                        NULL),
                           "shim process %u is dead but its connection is still open (a child of "
                           "the shim holds the socket); treating the shim as gone",
-                          task.shim_pid);
+                          shimwatch_dbus_shim_get_shim_pid (self->iface));
       shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->client));
     }
   return G_SOURCE_REMOVE;
@@ -106,13 +91,11 @@ shimwatch_shim_watch_start (ShimwatchShimWatch       *self,
                                                     SHIMWATCH_POLLER_IN, shim_process_exited_cb,
                                                     self, NULL, &error);
           if (self->pidfd_watch == NULL)
-            {
-              ShimwatchLogTask task = log_fields (self, "create");
-
-              shimwatch_log_task (G_LOG_LEVEL_WARNING, &task,
-                                  "cannot watch shim process %u: %s (its death is seen when "
-                                  "its socket closes)", pid, error->message);
-            }
+            shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                                LOG_EVENT_OF (self->iface, self->namespace_, self->id, "create",
+                                              NULL),
+                                "cannot watch shim process %u: %s (its death is seen when "
+                                "its socket closes)", pid, error->message);
         }
     }
   /* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler

@@ -974,19 +974,6 @@ handle_list_pids (ShimwatchDbusShim     *iface,
 
 /* -- what the task is made of ----------------------------------------------------------- */
 
-void
-shimwatch_shim_add_history (ShimwatchShim *self,
-                            const char    *event,
-                            guint32        pid,
-                            gboolean       has_exit_status,
-                            guint32        exit_status,
-                            const char    *reason)
-{
-  shimwatch_history_add_task_event (shimwatch_publisher_get_history (self->services.publisher),
-                                    self->namespace_, self->id, event, pid, has_exit_status,
-                                    exit_status, reason);
-}
-
 ShimwatchCleanupRequest *
 shimwatch_shim_cleanup_request (ShimwatchShim *self,
                                 gboolean       kill_task)
@@ -1050,7 +1037,7 @@ shimwatch_shim_set_started (ShimwatchShim *self,
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
   /* during CreateTask the history hears of it with the create, once the task is handed out */
   if (self->lifecycle.persistent)
-    shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
+    shimwatch_task_lifecycle_add_history (&self->lifecycle, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- lifecycle helpers ---------------------------------------------------------------- */

@@ -23,22 +23,6 @@ static const struct {
   { SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE, "delete-prepared", "delete-emitted" },
 };
 
-/* a lifecycle event's log line, in the owner's domain and words */
-static ShimwatchLogTask
-log_fields (ShimwatchTaskLifecycle *self,
-            const char             *event)
-{
-  return (ShimwatchLogTask) {
-           .namespace_ = self->namespace_,
-           .id = self->id,
-           .event = event,
-           .has_pids = TRUE,
-           .shim_pid = shimwatch_dbus_shim_get_shim_pid (self->setup.iface),
-           .task_pid = shimwatch_dbus_shim_get_task_pid (self->setup.iface),
-           .prefix = self->setup.log_prefix,
-  };
-}
-
 static void
 publish_state (ShimwatchTaskLifecycle *self)
 {
@@ -88,14 +72,12 @@ shimwatch_task_lifecycle_restore (ShimwatchTaskLifecycle *self,
       shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
     }
   if (record->pending_signal != NULL && !record->pending_sent)
-    {
-      ShimwatchLogTask task = log_fields (self, "record");
-
-      shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
-                               G_STRINGIFY (__LINE__), G_STRFUNC, &task,
-                               "%s was about to go out when the service stopped, but did "
-                               "not: it is sent now", record->pending_signal);
-    }
+    shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
+                             G_STRINGIFY (__LINE__), G_STRFUNC,
+                             LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "record",
+                                           self->setup.log_prefix),
+                             "%s was about to go out when the service stopped, but did "
+                             "not: it is sent now", record->pending_signal);
 }
 
 /* the transition; Status is the caller's to publish, when @changed */
@@ -160,10 +142,10 @@ static void
 log_record_error (ShimwatchTaskLifecycle *self,
                   const GError           *error)
 {
-  ShimwatchLogTask task = log_fields (self, "record");
-
   shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_WARNING, __FILE__,
-                           G_STRINGIFY (__LINE__), G_STRFUNC, &task,
+                           G_STRINGIFY (__LINE__), G_STRFUNC,
+                           LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "record",
+                                         self->setup.log_prefix),
                            "cannot write task record: %s", error->message);
 }
 
@@ -229,13 +211,13 @@ before_signal (ShimwatchTaskLifecycle  *self,
       shimwatch_publisher_get_ledger (self->setup.publisher), prepared);
 }
 
-static void
-add_history (ShimwatchTaskLifecycle *self,
-             const char             *event,
-             guint32                 pid,
-             gboolean                has_exit_status,
-             guint32                 exit_status,
-             const char             *reason)
+void
+shimwatch_task_lifecycle_add_history (ShimwatchTaskLifecycle *self,
+                                      const char             *event,
+                                      guint32                 pid,
+                                      gboolean                has_exit_status,
+                                      guint32                 exit_status,
+                                      const char             *reason)
 {
   if (self->setup.history != NULL)
     shimwatch_history_add_task_event (self->setup.history, self->setup.namespace_,
@@ -275,7 +257,7 @@ shimwatch_task_lifecycle_emit_disconnected (ShimwatchTaskLifecycle *self,
       shimwatch_publisher_emit_shim_disconnected (self->setup.publisher, self->setup.path,
                                                   self->setup.namespace_, self->setup.id,
                                                   shim_pid);
-      add_history (self, "disconnected", shim_pid, FALSE, 0, reason);
+      shimwatch_task_lifecycle_add_history (self, "disconnected", shim_pid, FALSE, 0, reason);
     }
   if (changed && !flush)
     publish_state (self);
@@ -291,7 +273,6 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
 {
   ShimwatchDbusShim *iface = self->setup.iface;
   ShimwatchLifecycleSignal signal = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT;
-  ShimwatchLogTask task;
 
   /* the task is stopped (unless it is being cleaned up) */
   if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) != signal)
@@ -310,9 +291,10 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
   /* a client that sees TaskExit already sees the properties that go with it (after a
    * dead shim, with Status: one PropertiesChanged) */
   flush_changes (self);
-  task = log_fields (self, "exit");
   shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
-                           G_STRINGIFY (__LINE__), G_STRFUNC, &task,
+                           G_STRINGIFY (__LINE__), G_STRFUNC,
+                           LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "exit",
+                                         self->setup.log_prefix),
                            "task exited: pid %u, status %u (%s)", pid, exit_status, reason);
   before_signal (self, signal);
   shimwatch_publisher_emit (self->setup.publisher, shimwatch_lifecycle_signal_member (signal),
@@ -320,7 +302,7 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
                                                                 self->setup.namespace_,
                                                                 self->setup.id, pid, exit_status,
                                                                 (guint64) exited_at));
-  add_history (self, "exit", pid, TRUE, exit_status, reason);
+  shimwatch_task_lifecycle_add_history (self, "exit", pid, TRUE, exit_status, reason);
   return TRUE;
 }
 
@@ -328,13 +310,13 @@ gboolean
 shimwatch_task_lifecycle_emit_delete (ShimwatchTaskLifecycle *self)
 {
   ShimwatchLifecycleSignal signal = SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE;
-  ShimwatchLogTask task;
 
   if (shimwatch_task_lifecycle_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) != signal)
     return FALSE;
-  task = log_fields (self, "delete");
   shimwatch_log_task_full (self->setup.log_domain, G_LOG_LEVEL_MESSAGE, __FILE__,
-                           G_STRINGIFY (__LINE__), G_STRFUNC, &task,
+                           G_STRINGIFY (__LINE__), G_STRFUNC,
+                           LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "delete",
+                                         self->setup.log_prefix),
                            "task deleted: pid %u, status %u", self->exit.pid,
                            self->exit.exit_status);
   before_signal (self, signal);
@@ -344,6 +326,7 @@ shimwatch_task_lifecycle_emit_delete (ShimwatchTaskLifecycle *self)
                                                                 self->setup.id, self->exit.pid,
                                                                 self->exit.exit_status,
                                                                 (guint64) self->exit.exited_at));
-  add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
+  shimwatch_task_lifecycle_add_history (self, "delete", self->exit.pid, TRUE,
+                                        self->exit.exit_status, NULL);
   return TRUE;
 }

@@ -93,6 +93,14 @@ void     shimwatch_task_lifecycle_save       (ShimwatchTaskLifecycle            
 /* the task is gone: its record goes once what was emitted is on the bus */
 void     shimwatch_task_lifecycle_forget     (ShimwatchTaskLifecycle            *self);
 
+/* a lifecycle event of the task in the history (the emit functions add theirs) */
+void     shimwatch_task_lifecycle_add_history (ShimwatchTaskLifecycle         *self,
+                                               const char                     *event,
+                                               guint32                         pid,
+                                               gboolean                        has_exit_status,
+                                               guint32                         exit_status,
+                                               const char                     *reason);
+
 /* SHIM_GONE: the shim is gone while the task lived (Status "disconnected") and
  * ShimDisconnected goes out, once, with the history's "disconnected" (@reason); @flush:
  * the new Status goes out before the signal. TRUE: the signal went out now. */

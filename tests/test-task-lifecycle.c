@@ -44,8 +44,8 @@ static const ShimwatchTaskLifecycleOwner owner = {
 };
 
 static void
-fixture_set_up (Fixture       *f,
-                gconstpointer  data)
+fixture_set_up (Fixture      *f,
+                gconstpointer data)
 {
   f->dir = g_dir_make_tmp ("shimwatch-task-lifecycle-XXXXXX", NULL);
   g_assert_nonnull (f->dir);
@@ -101,8 +101,8 @@ remove_tree (const char *path)
 }
 
 static void
-fixture_tear_down (Fixture       *f,
-                   gconstpointer  data)
+fixture_tear_down (Fixture      *f,
+                   gconstpointer data)
 {
   g_assert_true (committer_idle (f));
   g_clear_object (&f->iface);
@@ -122,8 +122,8 @@ assert_status (Fixture    *f,
 /* a shim dies under a running task: ShimDisconnected, the exit (reported while the
  * cleanup runs, Status stays), the cleanup, TaskDelete; each once */
 static void
-test_death (Fixture       *f,
-            gconstpointer  data)
+test_death (Fixture      *f,
+            gconstpointer data)
 {
   ShimwatchTaskLifecycle *lc = &f->lifecycle;
 
@@ -157,8 +157,8 @@ test_death (Fixture       *f,
 
 /* containerd's (or a normal) delete: TaskExit, then TaskDelete without ShimDisconnected */
 static void
-test_normal_delete (Fixture       *f,
-                    gconstpointer  data)
+test_normal_delete (Fixture      *f,
+                    gconstpointer data)
 {
   ShimwatchTaskLifecycle *lc = &f->lifecycle;
 
@@ -181,8 +181,8 @@ test_normal_delete (Fixture       *f,
 /* a task an earlier run recorded between ShimDisconnected and TaskExit: what went out is
  * not sent again, its properties are back, and this run's cleanup ends it */
 static void
-test_restore (Fixture       *f,
-              gconstpointer  data)
+test_restore (Fixture      *f,
+              gconstpointer data)
 {
   ShimwatchTaskLifecycle *lc = &f->lifecycle;
   ShimwatchRecord record = {
@@ -221,8 +221,8 @@ test_restore (Fixture       *f,
 
 /* the record: the owner's fields, the lifecycle's, the flags; gone when forgotten */
 static void
-test_record (Fixture       *f,
-             gconstpointer  data)
+test_record (Fixture      *f,
+             gconstpointer data)
 {
   ShimwatchTaskLifecycle *lc = &f->lifecycle;
   g_autoptr(GPtrArray) records = NULL;
