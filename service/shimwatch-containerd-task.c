@@ -21,6 +21,7 @@
 #include "shimwatch-logging.h"
 #include "shimwatch-names.h"
 #include "shimwatch-records.h"
+#include "shimwatch-task-lifecycle.h"
 #include "shimwatch-task-object.h"
 #include "shimwatch-task-stats.h"
 
@@ -46,16 +47,14 @@ struct _ShimwatchContainerdTask
   guint                         task_pidfd_source;
   ShimwatchTaskCgroup          *cgroup;        /* the task's, read for GetStats */
 
-  gboolean                      shim_died;
-  gboolean                      shim_exited;
-  gboolean                      bundle_gone;
-  gboolean                      disconnect_emitted;
-  gboolean                      exit_emitted;
-  gboolean                      delete_emitted;
-  gboolean                      takeover_started;
-  gboolean                      took_over;
-  gboolean                      cleanup_failed;
-  ShimwatchExit                 exit;
+  /* Status, the signals, the exit and the record, as for the service's own tasks. The
+   * machine's link is the shim's: GONE once it died. Containerd's delete (its shim
+   * exited, the bundle goes) is DELETED, its cleanup after a dead shim or ours is
+   * CLEANUP_STARTED, TaskDelete is FINISHED. */
+  ShimwatchTaskLifecycle lifecycle;
+  gboolean               bundle_gone;
+  gboolean               took_over;            /* the cleanup was ours (a takeover) */
+  gboolean               cleanup_failed;
   gint64                        died_at;       /* monotonic */
   guint                         probe_source;
   GPtrArray                    *reaps;         /* GDBusMethodInvocation */
@@ -81,155 +80,78 @@ manager (ShimwatchContainerdTask *self)
   return self->env->manager;
 }
 
-/* -- the record ------------------------------------------------------------------------ */
+/* -- the lifecycle, as the machine knows it ---------------------------------------- */
+
+static gboolean
+has_sent (ShimwatchContainerdTask *self,
+          ShimwatchLifecycleSignal signal)
+{
+  return shimwatch_task_lifecycle_has_sent (&self->lifecycle, signal);
+}
+
+/* TaskDelete went out */
+static gboolean
+finished (ShimwatchContainerdTask *self)
+{
+  return has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
+}
+
+/* the shim died (this run saw it: a recorded death is seen again) */
+static gboolean
+shim_died (ShimwatchContainerdTask *self)
+{
+  return self->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_GONE;
+}
+
+/* containerd deleted the task: its shim exited without dying */
+static gboolean
+shim_exited (ShimwatchContainerdTask *self)
+{
+  return shimwatch_task_lifecycle_is_deleted (&self->lifecycle);
+}
+
+/* ours: containerd did not clean up after the dead shim */
+static gboolean
+takeover_started (ShimwatchContainerdTask *self)
+{
+  return self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_CLEANING &&
+         !self->lifecycle.machine.restored;
+}
 
 static void
-fill_record (ShimwatchContainerdTask *self,
-             ShimwatchRecord         *record)
+transition (ShimwatchContainerdTask *self,
+            ShimwatchShimInput       input)
 {
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, input);
+}
 
-  record->namespace_ = self->namespace_;
-  record->id = self->id;
-  record->runtime = (char *) shimwatch_dbus_shim_get_runtime (iface);
+/* the record's fields only the companion's task knows */
+static void
+fill_record (gpointer         owner,
+             ShimwatchRecord *record)
+{
+  ShimwatchContainerdTask *self = owner;
+
+  record->runtime = (char *) shimwatch_dbus_shim_get_runtime (SHIMWATCH_DBUS_SHIM (self));
   record->shim_binary = self->shim_binary;
   record->task_dir = self->bundle;
-  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
-  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
-  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
   record->task_start_time = self->task_start_time;
-  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
-  record->status = (char *) shimwatch_dbus_shim_get_status (iface);
-  record->exit_known = self->exit_emitted;
-  record->exit = self->exit;
-  record->exit_emitted = self->exit_emitted;
-  record->disconnected = self->disconnect_emitted;
-  record->delete_emitted = self->delete_emitted;
-  record->owner = (char *) SHIMWATCH_OWNER_CONTAINERD;
-  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
-  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
 }
 
+static const ShimwatchTaskLifecycleOwner lifecycle_owner = {
+  .fill_record = fill_record,
+};
+
+/* TaskExit, once (reason NULL: from the exit status); the task's pidfd has told all */
 static void
-save (ShimwatchContainerdTask *self)
+report_exit (ShimwatchContainerdTask *self,
+             guint32                  pid,
+             guint32                  exit_status,
+             gint64                   exited_at,
+             const char              *reason)
 {
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (self->env->committer == NULL || self->detached)
-    return;
-  fill_record (self, &record);
-  if (!shimwatch_record_committer_save (self->env->committer, &record, &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-}
-
-/* the task is completely gone: its record goes once TaskDelete is on the bus */
-static void
-forget (ShimwatchContainerdTask *self)
-{
-  if (self->env->committer != NULL)
-    shimwatch_record_committer_remove (self->env->committer, self->namespace_, self->id);
-}
-
-/* Exactly once across restarts, as for the service's own tasks: the record committer
- * writes the record with the signal's flag set but marked "not sent", and the signal
- * ledger's filter holds the signal until that record is durable, then marks it sent in
- * the thread that writes the signal to the bus (shimwatch-record-committer.h). Nothing
- * here waits for the disk or the bus. */
-static void
-before_signal (ShimwatchContainerdTask *self,
-               const char              *member)
-{
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (self->env->committer == NULL || self->detached)
-    return;
-  fill_record (self, &record);
-  record.pending_signal = (char *) member;
-  if (!shimwatch_record_committer_expect (self->env->committer, &record, self->path, NULL,
-                                          &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-}
-
-/* -- the three signals, each at most once ---------------------------------------------- */
-
-static void
-set_status (ShimwatchContainerdTask *self,
-            const char              *status)
-{
-  shimwatch_dbus_shim_set_status (SHIMWATCH_DBUS_SHIM (self), status);
-}
-
-static void
-emit_disconnected (ShimwatchContainerdTask *self)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-
-  if (self->disconnect_emitted || self->delete_emitted)
-    return;
-  self->disconnect_emitted = TRUE;
-  set_status (self, "disconnected");
-  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "disconnected"),
-                      "shim %u died; containerd is expected to clean up",
-                      shimwatch_dbus_shim_get_shim_pid (iface));
-  before_signal (self, "ShimDisconnected");
-  shimwatch_publisher_emit_shim_disconnected (self->env->publisher, self->path, self->namespace_,
-                                              self->id, shimwatch_dbus_shim_get_shim_pid (iface));
-  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "disconnected",
-                                    shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0, NULL);
-  g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
-}
-
-static const char *
-classify_exit (guint32 exit_status)
-{
-  if (exit_status > 128 && exit_status < 128 + 65)
-    return "signaled";
-  return "exited";
-}
-
-static void
-emit_exit (ShimwatchContainerdTask *self,
-           guint32                  pid,
-           guint32                  exit_status,
-           gint64                   exited_at,
-           const char              *reason)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-
-  if (self->exit_emitted)
-    return;
-  if (reason == NULL)
-    reason = classify_exit (exit_status);
-  if (exited_at == 0)
-    exited_at = g_get_real_time ();
-  self->exit_emitted = TRUE;
-  self->exit.pid = pid;
-  self->exit.exit_status = exit_status;
-  self->exit.exited_at = exited_at;
-  g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
-  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
-  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
-  shimwatch_dbus_shim_set_exit_reason (iface, reason);
-  if (!self->disconnect_emitted)
-    set_status (self, "stopped");
-  g_dbus_interface_skeleton_flush (G_DBUS_INTERFACE_SKELETON (self));
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "exit"),
-                      "task exited: pid %u, status %u (%s)", pid,
-                      exit_status, reason);
-  before_signal (self, "TaskExit");
-  shimwatch_publisher_emit (self->env->publisher, "TaskExit",
-                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
-                                                                self->id, pid, exit_status,
-                                                                (guint64) exited_at));
-  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "exit", pid,
-                                    TRUE, exit_status, reason);
+  if (shimwatch_task_lifecycle_emit_exit (&self->lifecycle, pid, exit_status, exited_at, reason))
+    g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
 }
 
 static void
@@ -240,7 +162,7 @@ complete_reaps (ShimwatchContainerdTask *self)
   self->reaps = g_ptr_array_new ();
   for (guint i = 0; reaps != NULL && i < reaps->len; i++)
     shimwatch_dbus_manager_complete_reap (manager (self), g_ptr_array_index (reaps, i),
-                                          self->exit.exit_status);
+                                          self->lifecycle.exit.exit_status);
 }
 
 static void
@@ -253,7 +175,7 @@ remove_dead_socket (ShimwatchContainerdTask *self)
   socket_path = shimwatch_containerd_connection_get_socket_path (self->connection);
   /* containerd leaves a dead shim's socket file behind; nothing may answer on it, and no
    * other task may still use the shim */
-  if (socket_path != NULL && self->shim_died &&
+  if (socket_path != NULL && shim_died (self) &&
       shimwatch_containerd_connection_get_n_tasks (self->connection) <= 1 &&
       !shimwatch_containerd_socket_answers (socket_path) && g_unlink (socket_path) == 0)
     shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_CONTAINERD_EVENT (self, "cleaned"),
@@ -261,44 +183,62 @@ remove_dead_socket (ShimwatchContainerdTask *self)
                         socket_path);
 }
 
+/* containerd's delete, containerd's cleanup after a dead shim, or ours, is over: the
+ * machine goes where FINISHED ends it */
+static void
+end_states (ShimwatchContainerdTask *self)
+{
+  ShimwatchShimMachine *machine = &self->lifecycle.machine;
+
+  /* a recorded death (the exit known already): this run's first */
+  if (machine->restored)
+    shimwatch_task_lifecycle_emit_disconnected (
+      &self->lifecycle, shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)), NULL,
+      TRUE);
+  switch (machine->state)
+    {
+    case SHIMWATCH_SHIM_STATE_DISCONNECTED:
+      transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
+      break;
+    case SHIMWATCH_SHIM_STATE_CLEANING:
+    case SHIMWATCH_SHIM_STATE_TEARDOWN:
+      break;
+    case SHIMWATCH_SHIM_STATE_DELETED:
+      transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
+      break;
+    default:
+      transition (self, SHIMWATCH_SHIM_INPUT_DELETED);
+      transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
+      break;
+    }
+}
+
 /* TaskDelete exactly once, then the companion drops the object */
 static void
-emit_delete_and_finish (ShimwatchContainerdTask *self)
+finish (ShimwatchContainerdTask *self)
 {
   g_autoptr(ShimwatchContainerdTask) keep G_GNUC_UNUSED = g_object_ref (self);
 
-  if (self->delete_emitted)
+  if (finished (self))
     return;
   /* never a TaskDelete without its TaskExit */
-  if (!self->exit_emitted)
+  if (!has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       guint32 pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
 
-      if (self->shim_died || self->disconnect_emitted)
-        emit_exit (self, pid, 128 + SIGKILL, 0, "shim-died");
+      if (shim_died (self) || has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED))
+        report_exit (self, pid, 128 + SIGKILL, 0, "shim-died");
       else
-        emit_exit (self, pid, 255, 0, "unknown");
+        report_exit (self, pid, 255, 0, "unknown");
     }
   g_clear_handle_id (&self->probe_source, g_source_remove);
   g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
-  self->delete_emitted = TRUE;
-  {
-    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "delete"),
-                        "task deleted: pid %u, status %u",
-                        self->exit.pid, self->exit.exit_status);
-    before_signal (self, "TaskDelete");
-    shimwatch_publisher_emit (self->env->publisher, "TaskDelete",
-                              shimwatch_publisher_task_exit_args (self->path, self->namespace_,
-                                                                  self->id, self->exit.pid,
-                                                                  self->exit.exit_status,
-                                                                  (guint64) self->exit.exited_at));
-  }
-  shimwatch_history_add_task_event (self->env->history, self->namespace_, self->id, "delete",
-                                    self->exit.pid, TRUE, self->exit.exit_status, NULL);
+  end_states (self);
+  shimwatch_task_lifecycle_emit_delete (&self->lifecycle);
   /* a bundle left behind (a failed takeover) keeps its record until it is gone, so that
    * a restarted service does not report the task again */
   if (self->bundle_gone)
-    forget (self);
+    shimwatch_task_lifecycle_forget (&self->lifecycle);
   remove_dead_socket (self);
   complete_reaps (self);
   g_signal_emit (self, signals[SIGNAL_FINISHED], 0, self->took_over, self->cleanup_failed);
@@ -327,10 +267,10 @@ takeover_cb (GObject      *source,
                           outcome->removed ? "; bundle and work directory removed" : "; ",
                           outcome->removed ? "" : "bundle not removed: ",
                           outcome->removed ? "" : outcome->remove_error);
-      emit_exit (self, outcome->deleted.pid != 0 ? outcome->deleted.pid :
-                 shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-                 outcome->deleted.exit_status,
-                 outcome->deleted.exited_at, "shim-died");
+      report_exit (self, outcome->deleted.pid != 0 ? outcome->deleted.pid :
+                   shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                   outcome->deleted.exit_status,
+                   outcome->deleted.exited_at, "shim-died");
       self->cleanup_failed = !outcome->removed;
       self->bundle_gone = outcome->removed;
     }
@@ -339,11 +279,11 @@ takeover_cb (GObject      *source,
       shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_CONTAINERD_EVENT (self, "cleaned"),
                           "took over containerd's cleanup, but shim delete failed: %s; the "
                           "bundle is left for containerd", outcome->delete_error);
-      emit_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), 255, 0,
-                 "shim-died");
+      report_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)), 255, 0,
+                   "shim-died");
       self->cleanup_failed = TRUE;
     }
-  emit_delete_and_finish (self);
+  finish (self);
 }
 
 static void
@@ -353,11 +293,10 @@ start_takeover (ShimwatchContainerdTask *self,
   g_autoptr(ShimwatchCleanupRequest) request = NULL;
   g_autoptr(GError) error = NULL;
 
-  if (self->takeover_started || self->delete_emitted || self->bundle_gone)
+  if (takeover_started (self) || finished (self) || self->bundle_gone)
     return;
-  self->takeover_started = TRUE;
   g_clear_handle_id (&self->probe_source, g_source_remove);
-  set_status (self, "cleaning");
+  transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
   request = shimwatch_cleanup_request_new ();
   request->containerd_bundle = TRUE;
   request->namespace_ = g_strdup (self->namespace_);
@@ -430,7 +369,7 @@ watch_cleanup (ShimwatchContainerdTask *self)
 {
   guint deadline_ms = self->env->cleanup_timeout_ms + self->env->grace_ms;
 
-  if (self->probe_source != 0 || self->takeover_started || self->delete_emitted)
+  if (self->probe_source != 0 || takeover_started (self) || finished (self))
     return;
   self->died_at = g_get_monotonic_time ();
   if (!containerd_answers (self))
@@ -451,9 +390,9 @@ task_pidfd_cb (int          fd,
   ShimwatchContainerdTask *self = user_data;
 
   self->task_pidfd_source = 0;
-  if (self->shim_died)
-    emit_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-               128 + SIGKILL, 0, "shim-died");
+  if (shim_died (self))
+    report_exit (self, shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
+                 128 + SIGKILL, 0, "shim-died");
   return G_SOURCE_REMOVE;
 }
 
@@ -500,9 +439,12 @@ shimwatch_containerd_task_connected (ShimwatchContainerdTask *self,
                                                  shimwatch_task_cgroup_get_path (self->cgroup));
         }
     }
-  if (!self->exit_emitted && !self->disconnect_emitted)
-    set_status (self, "running");
-  save (self);
+  if (self->lifecycle.machine.link != SHIMWATCH_SHIM_LINK_CONNECTED)
+    transition (self, SHIMWATCH_SHIM_INPUT_ATTACHED);
+  if (!has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
+      !has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED))
+    transition (self, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_CONTAINERD_EVENT (self, "readopt"),
                       "watching containerd's task (shim %u, task %u)",
                       shim_pid, task_pid);
@@ -519,7 +461,7 @@ shimwatch_containerd_task_exited (ShimwatchContainerdTask *self,
   /* Wait answers with the status only: the pid is the task's init */
   if (pid == 0)
     pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
-  emit_exit (self, pid, exit_status, exited_at, NULL);
+  report_exit (self, pid, exit_status, exited_at, NULL);
 }
 
 void
@@ -528,21 +470,27 @@ shimwatch_containerd_task_shim_died (ShimwatchContainerdTask *self,
 {
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
-  if (self->shim_died || self->delete_emitted)
+  if (shim_died (self) || finished (self))
     return;
-  self->shim_died = TRUE;
+  transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
   if (shim_pid != 0)
     shimwatch_dbus_shim_set_shim_pid (SHIMWATCH_DBUS_SHIM (self), shim_pid);
-  emit_disconnected (self);
+  shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
+  if (shimwatch_task_lifecycle_emit_disconnected (&self->lifecycle, shim_pid, NULL, TRUE))
+    {
+      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "disconnected"),
+                          "shim %u died; containerd is expected to clean up", shim_pid);
+      g_signal_emit (self, signals[SIGNAL_DISCONNECTED], 0);
+    }
   if (self->bundle_gone || !bundle_exists (self))
     {
       self->bundle_gone = TRUE;
       shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "cleaned"),
                           "containerd cleaned up after the dead shim; no delete of ours ran");
-      emit_delete_and_finish (self);
+      finish (self);
       return;
     }
-  if (!self->exit_emitted && self->task_pidfd >= 0)
+  if (!has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) && self->task_pidfd >= 0)
     {
       struct pollfd pfd = { .fd = self->task_pidfd, .events = POLLIN };
 
@@ -561,17 +509,18 @@ shimwatch_containerd_task_shim_exited (ShimwatchContainerdTask *self)
 
   /* known dead (an earlier run of the service saw it die): its socket file is gone now,
    * but what is left is still a dead shim's */
-  if (self->disconnect_emitted)
+  if (has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED))
     {
       shimwatch_containerd_task_shim_died (self, 0);
       return;
     }
-  self->shim_exited = TRUE;
+  if (!shim_exited (self))
+    transition (self, SHIMWATCH_SHIM_INPUT_DELETED);
   /* a normal delete: the bundle goes next (TaskDelete then); nothing of ours runs */
   if (self->bundle_gone || !bundle_exists (self))
     {
       self->bundle_gone = TRUE;
-      emit_delete_and_finish (self);
+      finish (self);
     }
 }
 
@@ -580,30 +529,31 @@ shimwatch_containerd_task_bundle_removed (ShimwatchContainerdTask *self)
 {
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
-  if (self->bundle_gone && self->delete_emitted)
+  if (self->bundle_gone && finished (self))
     return;
-  if (self->delete_emitted)
+  if (finished (self))
     {
       /* the bundle a failed takeover left went after all: so does the record */
       self->bundle_gone = TRUE;
-      forget (self);
+      shimwatch_task_lifecycle_forget (&self->lifecycle);
       return;
     }
   self->bundle_gone = TRUE;
-  if (self->takeover_started)
+  if (takeover_started (self))
     return;   /* ours: takeover_cb reports */
   /* a busy main loop may see containerd's cleanup (the bundle gone) before the EOF of the
    * shim whose death caused it: a shim gone while its task had not exited died */
-  if (!self->shim_died && !self->shim_exited && !self->exit_emitted && self->connection != NULL &&
+  if (!shim_died (self) && !shim_exited (self) &&
+      !has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) && self->connection != NULL &&
       shimwatch_containerd_connection_shim_is_gone (self->connection))
     {
       shimwatch_containerd_task_shim_died (self, 0);
       return;
     }
-  if (self->shim_died)
+  if (shim_died (self))
     shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_CONTAINERD_EVENT (self, "cleaned"),
                         "containerd cleaned up after the dead shim; no delete of ours ran");
-  emit_delete_and_finish (self);
+  finish (self);
 }
 
 void
@@ -614,13 +564,14 @@ shimwatch_containerd_task_reap (ShimwatchContainerdTask *self,
 
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
-  if (self->delete_emitted)
+  if (finished (self))
     {
-      shimwatch_dbus_manager_complete_reap (manager (self), invocation, self->exit.exit_status);
+      shimwatch_dbus_manager_complete_reap (manager (self), invocation,
+                                            self->lifecycle.exit.exit_status);
       return;
     }
   g_ptr_array_add (self->reaps, invocation);
-  if (self->shim_died || self->shim_exited)
+  if (shim_died (self) || shim_exited (self))
     return;   /* the cleanup is under way: the reply comes with TaskDelete */
   if (self->connection == NULL ||
       !shimwatch_containerd_connection_kill_shim (self->connection, &error))
@@ -642,6 +593,9 @@ shimwatch_containerd_task_detach (ShimwatchContainerdTask *self)
   g_return_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self));
 
   self->detached = TRUE;
+  transition (self, SHIMWATCH_SHIM_INPUT_DETACHED);
+  /* its record stays as it is, for the next start */
+  self->lifecycle.persistent = FALSE;
   g_clear_handle_id (&self->probe_source, g_source_remove);
   g_clear_handle_id (&self->task_pidfd_source, g_source_remove);
 }
@@ -713,7 +667,8 @@ handle_get_stats (ShimwatchDbusShim     *iface,
   g_autoptr(GError) error = NULL;
   ShimwatchTaskStats stats;
 
-  if (self->cgroup == NULL || self->exit_emitted || self->shim_died ||
+  if (self->cgroup == NULL || has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
+      shim_died (self) ||
       !shimwatch_task_cgroup_read_stats (self->cgroup, &stats, &error))
     {
       g_dbus_method_invocation_return_error (invocation, SHIMWATCH_ERROR,
@@ -764,7 +719,8 @@ handle_list_pids (ShimwatchDbusShim     *iface,
 {
   ShimwatchContainerdTask *self = SHIMWATCH_CONTAINERD_TASK (iface);
 
-  if (self->connection == NULL || self->shim_died || self->shim_exited || self->exit_emitted)
+  if (self->connection == NULL || shim_died (self) || shim_exited (self) ||
+      has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       g_dbus_method_invocation_return_error_literal (invocation, SHIMWATCH_ERROR,
                                                      SHIMWATCH_ERROR_BAD_STATE,
@@ -865,12 +821,26 @@ task_new (const ShimwatchContainerdEnv *env,
   shimwatch_dbus_shim_set_bundle (iface, bundle);
   shimwatch_dbus_shim_set_bundle_source (iface, "");
   shimwatch_dbus_shim_set_owner (iface, SHIMWATCH_OWNER_CONTAINERD);
-  shimwatch_dbus_shim_set_status (iface, "created");
   shimwatch_dbus_shim_set_exit_reason (iface, "");
   shimwatch_dbus_shim_set_cgroup_path (iface, "");
   shimwatch_dbus_shim_set_address (iface, "");
   shimwatch_dbus_shim_set_command (iface, no_labels);
   shimwatch_dbus_shim_set_labels (iface, g_variant_new_array (G_VARIANT_TYPE ("{ss}"), NULL, 0));
+  shimwatch_task_lifecycle_init (&self->lifecycle, &(ShimwatchTaskLifecycleSetup) {
+    .iface = iface,
+    .path = self->path,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .publisher = env->publisher,
+    .committer = env->committer,
+    .history = env->history,
+    .log_domain = G_LOG_DOMAIN,
+    .log_prefix = "containerd ",
+    .owner = &lifecycle_owner,
+    .owner_data = self,
+  });
+  /* a record follows every change from the start */
+  self->lifecycle.persistent = TRUE;
   return self;
 }
 
@@ -902,27 +872,10 @@ shimwatch_containerd_task_new_from_record (const ShimwatchContainerdEnv *env,
   iface = SHIMWATCH_DBUS_SHIM (self);
   self->shim_binary = g_strdup (record->shim_binary);
   shimwatch_dbus_shim_set_runtime (iface, record->runtime);
-  shimwatch_dbus_shim_set_address (iface, record->address);
-  shimwatch_dbus_shim_set_shim_pid (iface, record->shim_pid);
-  shimwatch_dbus_shim_set_task_pid (iface, record->task_pid);
-  shimwatch_dbus_shim_set_created_at (iface, (guint64) record->created_at);
-  shimwatch_dbus_shim_set_started_at (iface, (guint64) record->started_at);
   self->task_start_time = record->task_start_time;
-  self->exit_emitted = record->exit_emitted;
-  self->exit = record->exit;
-  self->disconnect_emitted = record->disconnected;
-  self->delete_emitted = record->delete_emitted;
-  /* a dead shim stays dead: what happens to its task now is still ours to report */
-  self->shim_died = FALSE;
-  if (self->exit_emitted)
-    {
-      shimwatch_dbus_shim_set_exit_status (iface, record->exit.exit_status);
-      shimwatch_dbus_shim_set_exited_at (iface, (guint64) record->exit.exited_at);
-      shimwatch_dbus_shim_set_exit_reason (iface, record->exit_reason != NULL ?
-                                           record->exit_reason : "");
-    }
-  shimwatch_dbus_shim_set_status (iface, record->disconnected ? "disconnected" :
-                                  record->exit_emitted ? "stopped" : "running");
+  /* Status, the signals that went out and the exit; a dead shim stays dead, but what
+   * happens to its task now is still ours to report: this run sees it die again */
+  shimwatch_task_lifecycle_restore (&self->lifecycle, record);
   if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0 &&
       shimwatch_process_start_time (record->task_pid) == record->task_start_time)
     self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
@@ -930,46 +883,45 @@ shimwatch_containerd_task_new_from_record (const ShimwatchContainerdEnv *env,
   return self;
 }
 
+/* what callers of the companion know a task by: its object path, the Namespace and Id
+ * it shows on the bus, and its bundle */
 const char *
 shimwatch_containerd_task_get_path (ShimwatchContainerdTask *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->path;
+  return self->lifecycle.setup.path;
 }
 
 const char *
 shimwatch_containerd_task_get_namespace (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->namespace_;
+  return shimwatch_dbus_shim_get_namespace (SHIMWATCH_DBUS_SHIM (self));
 }
 
 const char *
 shimwatch_containerd_task_get_id (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->id;
+  return shimwatch_dbus_shim_get_id (SHIMWATCH_DBUS_SHIM (self));
 }
 
 const char *
 shimwatch_containerd_task_get_bundle (ShimwatchContainerdTask *self)
 {
-  g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), NULL);
-  return self->bundle;
+  return shimwatch_dbus_shim_get_bundle (SHIMWATCH_DBUS_SHIM (self));
 }
 
 guint32
 shimwatch_containerd_task_get_exit_status (ShimwatchContainerdTask *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), 0);
-  return self->exit.exit_status;
+  return self->lifecycle.exit.exit_status;
 }
 
 gboolean
 shimwatch_containerd_task_is_finished (ShimwatchContainerdTask *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_CONTAINERD_TASK (self), TRUE);
-  return self->delete_emitted;
+  return finished (self);
 }
 
 static void

@@ -77,13 +77,18 @@ void        shimwatch_log_task_full  (const char             *log_domain,
  * the members namespace_ and id (a ShimwatchShim, a ShimwatchContainerdTask): also
  * SHIMWATCH_EVENT with the event's MESSAGE_ID, SHIMWATCH_SHIM_PID and SHIMWATCH_TASK_PID */
 #define LOG_EVENT_PREFIXED(shim, event_name, message_prefix) \
+  LOG_EVENT_OF (SHIMWATCH_DBUS_SHIM (shim), (shim)->namespace_, (shim)->id, event_name, \
+                message_prefix)
+/* the same, of the task @task_namespace/@task_id whose object on the bus is @iface (a
+ * ShimwatchDbusShim), for what a task object owns (its lifecycle, its shim's watch) */
+#define LOG_EVENT_OF(iface, task_namespace, task_id, event_name, message_prefix) \
   (&(ShimwatchLogTask) { \
-     .namespace_ = (shim)->namespace_, \
-     .id = (shim)->id, \
+     .namespace_ = (task_namespace), \
+     .id = (task_id), \
      .event = (event_name), \
      .has_pids = TRUE, \
-     .shim_pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (shim)), \
-     .task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (shim)), \
+     .shim_pid = shimwatch_dbus_shim_get_shim_pid (iface), \
+     .task_pid = shimwatch_dbus_shim_get_task_pid (iface), \
      .prefix = (message_prefix), \
    })
 /* the service's own task: MESSAGE "<namespace>/<id>: ..." */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: what happens to a task (Status, its record, the lifecycle signals exactly
- * once, the shim's events, the dead-shim cleanup)
+ * ShimwatchShim: what happens to a task: its shim attached, the shim's events, the
+ * dead-shim cleanup, and taking a task over again after a restart of the service. Status,
+ * its record and the lifecycle signals go through its ShimwatchTaskLifecycle.
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
@@ -17,108 +18,8 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-shim-private.h"
 
-static void
-publish_state (ShimwatchShim *self)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  const char *status = shimwatch_shim_state_to_status (self->machine.state);
-
-  if (g_strcmp0 (shimwatch_dbus_shim_get_status (iface), status) != 0)
-    shimwatch_dbus_shim_set_status (iface, status);
-}
-
-/* the transition; Status is the caller's to publish, when @changed */
-static ShimwatchLifecycleSignal
-step (ShimwatchShim      *self,
-      ShimwatchShimInput  input,
-      gboolean           *changed)
-{
-  ShimwatchLifecycleSignal emit = SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-  ShimwatchShimState from = self->machine.state;
-
-  *changed = FALSE;
-  switch (shimwatch_shim_machine_step (&self->machine, input, &emit))
-    {
-    case SHIMWATCH_SHIM_STEP_ILLEGAL:
-      g_debug ("%s/%s: %s in state %s changes nothing", self->namespace_, self->id,
-               shimwatch_shim_input_to_string (input), shimwatch_shim_state_to_status (from));
-      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-    case SHIMWATCH_SHIM_STEP_IGNORED:
-      return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-    case SHIMWATCH_SHIM_STEP_CHANGED:
-    default:
-      *changed = TRUE;
-      return emit;
-    }
-}
-
-ShimwatchLifecycleSignal
-shimwatch_shim_transition (ShimwatchShim      *self,
-                           ShimwatchShimInput  input)
-{
-  gboolean changed;
-  ShimwatchLifecycleSignal emit = step (self, input, &changed);
-
-  if (changed)
-    publish_state (self);
-  return emit;
-}
-
-void
-shimwatch_shim_restore_state (ShimwatchShim         *self,
-                              const ShimwatchRecord *record)
-{
-  if (record != NULL)
-    shimwatch_shim_machine_restore (&self->machine, record);
-  else
-    shimwatch_shim_machine_init (&self->machine);
-  publish_state (self);
-}
-
-static void
-fill_record (ShimwatchShim   *self,
-             ShimwatchRecord *record)
-{
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-
-  record->namespace_ = self->namespace_;
-  record->id = self->id;
-  record->runtime = self->runtime;
-  record->shim_binary = self->shim_binary;
-  record->task_dir = self->task_dir;
-  record->address = (char *) shimwatch_dbus_shim_get_address (iface);
-  record->shim_pid = shimwatch_dbus_shim_get_shim_pid (iface);
-  record->task_pid = shimwatch_dbus_shim_get_task_pid (iface);
-  record->task_start_time = self->task_start_time;
-  record->created_at = (gint64) shimwatch_dbus_shim_get_created_at (iface);
-  record->cgroup_path = self->cgroup_path;
-  record->exit = self->exit;
-  shimwatch_shim_machine_fill_record (&self->machine, record);
-  record->owner = (char *) shimwatch_dbus_shim_get_owner (iface);
-  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
-  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
-  record->labels = shimwatch_dbus_shim_get_labels (iface);
-  record->started_at = (gint64) shimwatch_dbus_shim_get_started_at (iface);
-  record->exit_reason = (char *) shimwatch_dbus_shim_get_exit_reason (iface);
-  record->oom = self->oom;
-}
-
-void
-shimwatch_shim_add_history (ShimwatchShim *self,
-                            const char    *event,
-                            guint32        pid,
-                            gboolean       has_exit_status,
-                            guint32        exit_status,
-                            const char    *reason)
-{
-  shimwatch_history_add_task_event (shimwatch_publisher_get_history (self->services.publisher),
-                                    self->namespace_, self->id, event, pid, has_exit_status,
-                                    exit_status, reason);
-}
-
-/* ExitReason of an exit the runtime reported: the shell convention of 128 + signal for a
- * process a signal killed; SIGKILL with an OOM kill in the task's cgroup is the OOM
- * killer's */
+/* ExitReason of an exit the runtime reported, where the lifecycle cannot tell: SIGKILL
+ * with an OOM kill in the task's cgroup is the OOM killer's; NULL: as its status says */
 static const char *
 classify_exit (ShimwatchShim *self,
                guint32        exit_status)
@@ -126,98 +27,27 @@ classify_exit (ShimwatchShim *self,
   if (exit_status == 128 + SIGKILL &&
       (self->oom || (self->cgroup != NULL && shimwatch_task_cgroup_oom_kills (self->cgroup) > 0)))
     return "oom-killed";
-  if (exit_status > 128 && exit_status <= 128 + 64)
-    return "signaled";
-  return "exited";
-}
-
-void
-shimwatch_shim_save (ShimwatchShim *self)
-{
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (!self->persistent)
-    return;
-  fill_record (self, &record);
-  /* a record that cannot be written is logged, never fatal: supervision goes on */
-  if (!shimwatch_record_committer_save (shimwatch_publisher_get_committer (self->services.publisher), &record,
-                                        &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-}
-
-/* Exactly once across restarts, even a SIGKILL of the service: the task's marks say a
- * signal was sent if and only if it reached the bus. Right before the signal is emitted,
- * before_signal() hands the record as it is to be, the signal's flag already set, to
- * the record committer, which writes the signal's mark ("pending", with the status and
- * exit that go with it) into the task's marks file, without writing the record;
- * the signal ledger's filter holds the signal until that mark is durable, and marks it
- * sent in the very thread that writes the signal to the bus, right before it does (see
- * shimwatch-signal-ledger.h, shimwatch-record-committer.h and shimwatch-marks.h).
- * Nothing on the main thread waits for the disk or the bus: @settled_point is reached
- * once the ledger has settled the signal. A restarted service takes a flag whose mark
- * does not say sent for unset. Marks that cannot be made are logged: the signal goes
- * out unmarked, and a restart sends it again. */
-static void
-before_signal (ShimwatchShim *self,
-               const char    *member,
-               const char    *crash_point,
-               const char    *settled_point)
-{
-  g_autoptr(GError) error = NULL;
-  ShimwatchRecord record = { 0 };
-
-  if (!self->persistent)
-    return;
-  fill_record (self, &record);
-  record.pending_signal = (char *) member;
-  if (!shimwatch_record_committer_expect (shimwatch_publisher_get_committer (self->services.publisher), &record,
-                                          self->path, settled_point, &error))
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
-                        "cannot write task record: %s",
-                        error->message);
-  /* (tests) the signals before this one are on the bus, its own mark says pending */
-  shimwatch_signal_ledger_crash_point_after_earlier (
-    shimwatch_publisher_get_ledger (self->services.publisher), crash_point);
+  return NULL;
 }
 
 /* TaskExit exactly once per task; reason NULL: from the exit status */
-void
+static void
 shimwatch_shim_emit_task_exit (ShimwatchShim *self,
                                guint32        pid,
                                guint32        exit_status,
                                gint64         exited_at,
                                const char    *reason)
 {
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  const char *member = shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT);
-
-  /* the task is stopped (unless it is being cleaned up); TaskExit only once */
-  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_EXITED) !=
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT)
+  /* sent already: the state still moves on (a late exit is only reported once) */
+  if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
+    {
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_EXITED);
+      return;
+    }
+  if (!shimwatch_task_lifecycle_emit_exit (&self->lifecycle, pid, exit_status, exited_at,
+                                           reason != NULL ? reason
+                                                          : classify_exit (self, exit_status)))
     return;
-  if (reason == NULL)
-    reason = classify_exit (self, exit_status);
-  self->exit.pid = pid;
-  self->exit.exit_status = exit_status;
-  self->exit.exited_at = exited_at;
-  shimwatch_dbus_shim_set_exit_status (iface, exit_status);
-  shimwatch_dbus_shim_set_exited_at (iface, (guint64) exited_at);
-  shimwatch_dbus_shim_set_exit_reason (iface, reason);
-  /* a client that sees TaskExit already sees the properties that go with it (after a
-   * dead shim, with Status: one PropertiesChanged) */
-  shimwatch_shim_flush_changes (self);
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "exit"),
-                      "task exited: pid %u, status %u (%s)", pid,
-                      exit_status, reason);
-  before_signal (self, member, "exit-prepared", "exit-emitted");
-  shimwatch_publisher_emit (self->services.publisher, member,
-                            shimwatch_publisher_task_exit_args (self->path, self->namespace_,
-                                                                self->id, pid, exit_status,
-                                                                (guint64) exited_at));
-  shimwatch_shim_add_history (self, "exit", pid, TRUE, exit_status, reason);
   shimwatch_shim_complete_stops (self);
 }
 
@@ -230,88 +60,23 @@ emit_task_delete_and_finish (ShimwatchShim *self,
   /* nothing changed is left unsent when the object goes */
   if (self->changes_held)
     shimwatch_shim_flush_changes (self);
-  if (shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_FINISHED) ==
-      SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE)
-    {
-      const char *member =
-        shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE);
-
-      shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "delete"),
-                          "task deleted: pid %u, status %u",
-                          self->exit.pid, self->exit.exit_status);
-      before_signal (self, member, "delete-prepared", "delete-emitted");
-      shimwatch_publisher_emit (self->services.publisher, member,
-                                shimwatch_publisher_task_exit_args (self->path,
-                                                                    self->namespace_, self->id,
-                                                                    self->exit.pid,
-                                                                    self->exit.exit_status,
-                                                                    (guint64) self->exit.exited_at));
-      shimwatch_shim_add_history (self, "delete", self->exit.pid, TRUE, self->exit.exit_status, NULL);
-    }
+  shimwatch_task_lifecycle_emit_delete (&self->lifecycle);
   /* nothing is left to do for this task: its record goes (also one whose TaskDelete went
    * out before the service died) once TaskDelete is written to the bus; a TaskDelete
    * that never went out stays in the record for the next start to send */
-  if (self->persistent)
-    {
-      shimwatch_record_committer_remove (shimwatch_publisher_get_committer (self->services.publisher),
-                                         self->namespace_, self->id);
-      self->persistent = FALSE;
-    }
+  shimwatch_task_lifecycle_forget (&self->lifecycle);
   if (self->delete_invocation != NULL)
     shimwatch_dbus_shim_complete_delete (SHIMWATCH_DBUS_SHIM (self),
                                          g_steal_pointer (&self->delete_invocation),
-                                         self->exit.exit_status, (guint64) self->exit.exited_at);
+                                         self->lifecycle.exit.exit_status,
+                                         (guint64) self->lifecycle.exit.exited_at);
   /* the output is complete: followers get EOF, the retention period starts */
   if (self->task_log != NULL)
     shimwatch_task_log_finish (self->task_log);
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_FINISHED], 0, reaped, cleanup_failed);
 }
 
-ShimwatchCleanupRequest *
-shimwatch_shim_cleanup_request (ShimwatchShim *self,
-                                gboolean       kill_task)
-{
-  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
-  const ShimwatchConfig *config = self->services.config;
-
-  request->namespace_ = g_strdup (self->namespace_);
-  request->id = g_strdup (self->id);
-  request->task_dir = g_strdup (self->task_dir);
-  request->shim_binary = g_strdup (self->shim_binary);
-  request->runc_state_dir = g_build_filename (self->services.runc_root,
-                                              self->namespace_, self->id, NULL);
-  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
-    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
-                                     strlen ("unix://"));
-  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
-  request->kill_task = kill_task && self->task_pidfd >= 0;
-  /* the task's end is the cleanup's to watch from now on: its pidfd goes with it (a
-   * cleanup request is made once, at the task's end) */
-  request->pidfd = self->task_pidfd;
-  self->task_pidfd = -1;
-  request->cgroup_path = g_strdup (self->cgroup_path);
-  request->timeout_ms = config->cleanup_timeout_ms;
-  return request;
-}
-
 /* -- the dead-shim path ------------------------------------------------------------------ */
-
-/* a shim whose death its pidfd had not told yet when its connection closed: asked again */
-static void
-look_at_kept_pidfd (ShimwatchShim *self,
-                    gboolean       last_time)
-{
-  if (self->shim_pidfd_kept < 0)
-    return;
-  if (poll (&(struct pollfd) { .fd = self->shim_pidfd_kept, .events = POLLIN }, 1, 0) > 0)
-    {
-      if (self->shim_dead_at == 0)
-        self->shim_dead_at = g_get_monotonic_time ();
-    }
-  else if (!last_time)
-    return;
-  close (g_steal_fd (&self->shim_pidfd_kept));
-}
 
 /* The cleanup is over. Who writes to the task's FIFOs (its output, the shim's log) is
  * the shim, and what runs in the task: once the shim's pidfd said it was dead and the
@@ -325,10 +90,10 @@ outputs_ended (ShimwatchShim                *self,
 {
   gint64 gone_at;
 
-  look_at_kept_pidfd (self, TRUE);
-  if (self->shim_dead_at <= 0 || outcome->emptied_at == 0)
+  shimwatch_shim_watch_look_again (&self->watch, TRUE);
+  if (self->watch.dead_at <= 0 || outcome->emptied_at == 0)
     return;
-  gone_at = MAX (self->shim_dead_at, outcome->emptied_at);
+  gone_at = MAX (self->watch.dead_at, outcome->emptied_at);
   if (self->task_log != NULL)
     shimwatch_task_log_set_writers_gone (self->task_log, gone_at);
   if (self->handle != NULL && self->handle->log != NULL)
@@ -342,7 +107,7 @@ killed_cb (guint32  pid,
 {
   ShimwatchShim *self = user_data;
 
-  look_at_kept_pidfd (self, FALSE);
+  shimwatch_shim_watch_look_again (&self->watch, FALSE);
   /* the container is really dead now: tell clients at once, delete can take its time */
   shimwatch_shim_emit_task_exit (self, pid, 128 + SIGKILL, when, "shim-died");
 }
@@ -405,47 +170,35 @@ kill_shim_process (ShimwatchShim *self)
   guint32 pid = shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self));
   g_autofree char *cwd_link = NULL;
   g_autofree char *cwd = NULL;
-  int pidfd = self->shim_pidfd;
+  gboolean killed = FALSE;
+  int pidfd;
 
-  if (pidfd < 0 && pid > 0)
+  if (shimwatch_shim_watch_has_pidfd (&self->watch))
+    killed = shimwatch_shim_watch_kill (&self->watch);
+  else if (pid > 0)
     {
       pidfd = pidfd_open ((pid_t) pid, 0);
       cwd_link = g_strdup_printf ("/proc/%u/cwd", pid);
       cwd = g_file_read_link (cwd_link, NULL);
-      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) != 0)
-        {
-          close (pidfd);
-          pidfd = -1;
-        }
+      /* a pidfd turns readable once its process has exited: a dead shim is left alone */
+      if (pidfd >= 0 && g_strcmp0 (cwd, self->task_dir) == 0 &&
+          poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0) == 0)
+        killed = pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0;
+      if (pidfd >= 0)
+        close (pidfd);
     }
-  /* a pidfd turns readable once its process has exited: a dead shim is left alone */
-  if (pidfd >= 0)
-    {
-      /* the poller may have found its pidfd ready in the batch it is handing out (the
-       * socket's end told first): then it is dead, without asking the kernel again */
-      int ready = pidfd == self->shim_pidfd && self->shim_pidfd_watch != NULL &&
-                  shimwatch_poller_watch_is_ready (self->shim_pidfd_watch)
-                  ? 1 : poll (&(struct pollfd) { .fd = pidfd, .events = POLLIN }, 1, 0);
-
-      if (ready > 0 && pidfd == self->shim_pidfd && self->shim_dead_at == 0)
-        self->shim_dead_at = g_get_monotonic_time ();
-      else if (ready == 0 && pidfd_send_signal (pidfd, SIGKILL, NULL, 0) == 0)
-        shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
-                            "sent SIGKILL to shim process %u, still there at the disconnection",
-                            pid);
-    }
-  if (pidfd >= 0 && pidfd != self->shim_pidfd)
-    close (pidfd);
+  if (killed)
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "disconnected"),
+                        "sent SIGKILL to shim process %u, still there at the disconnection",
+                        pid);
 }
 
-void
+static void
 shimwatch_shim_on_disconnected (ShimwatchShim *self,
                                 const char    *reason)
 {
   ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
   ShimwatchCleanupRequest *request;
-
-  gboolean disconnected = FALSE;
 
   if (shimwatch_shim_is_detached (self) || shimwatch_shim_is_cleaning (self))
     return;
@@ -455,53 +208,32 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
   if (self->exported && !shimwatch_shim_is_deleted (self) && self->task_pidfd >= 0 &&
       !shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     shimwatch_shim_hold_changes (self);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
 
   /* a crash (not the end of a normal Delete; during CreateTask the task is nobody's yet):
    * Status "disconnected", and ShimDisconnected only once, also across restarts. It goes
    * out first, before anything else this death costs: only its mark comes before it, and
    * Status is published right after it (in the same dispatch, so no caller of the bus
    * can tell; its PropertiesChanged goes out later anyway) */
-  if (self->exported && self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
-    {
-      gboolean changed;
-
-      if (step (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE, &changed) ==
-          SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
-        {
-          const char *member =
-            shimwatch_lifecycle_signal_member (SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED);
-
-          before_signal (self, member, "disconnected-prepared", "disconnected");
-          shimwatch_publisher_emit_shim_disconnected (self->services.publisher, self->path,
-                                                      self->namespace_, self->id,
-                                                      shimwatch_dbus_shim_get_shim_pid (iface));
-          disconnected = TRUE;
-        }
-      if (changed)
-        publish_state (self);
-    }
+  if (self->exported && self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED)
+    shimwatch_task_lifecycle_emit_disconnected (
+      &self->lifecycle, shimwatch_dbus_shim_get_shim_pid (iface), reason, FALSE);
 
   if (!shimwatch_shim_is_deleted (self) && self->exported && self->cgroup_path != NULL)
     kill_shim_process (self);
-  /* a shim dying as its connection closed may not have said so through its pidfd yet */
-  if (self->shim_dead_at == 0 && self->shim_pidfd >= 0 && self->shim_pidfd_watch != NULL &&
-      self->exported && self->shim_pidfd_kept < 0 &&
-      self->machine.state != SHIMWATCH_SHIM_STATE_DELETED)
-    {
-      g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
-      self->shim_pidfd_kept = g_steal_fd (&self->shim_pidfd);
-    }
-  shimwatch_shim_stop_watching (self);
+  /* a shim dying as its connection closed may not have said so through its pidfd yet:
+   * it is asked again at the end of the cleanup */
+  shimwatch_shim_watch_stop (&self->watch, self->exported &&
+                             self->lifecycle.machine.state != SHIMWATCH_SHIM_STATE_DELETED);
   /* during CreateTask the task is nobody's yet: the failing create cleans up, silently */
   if (!self->exported)
     return;
 
-  if (self->machine.state == SHIMWATCH_SHIM_STATE_DELETED)
+  if (self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_DELETED)
     {
       /* the end of a normal Delete: the task directory and the cgroup go, no crash
        * signals; the shim's Delete already did what `shim delete` would */
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_SHIM_GONE);
       request = shimwatch_shim_cleanup_request (self, FALSE);
       request->deleted = TRUE;
       shimwatch_cleanup_run_async (self->services.cleanup, request,
@@ -511,11 +243,8 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
 
   shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "disconnected"),
                       "shim disconnected (%s)", reason);
-  if (disconnected)
-    shimwatch_shim_add_history (self, "disconnected", shimwatch_dbus_shim_get_shim_pid (iface), FALSE, 0,
-                                reason);
   g_signal_emit (self, shimwatch_shim_signals[SIGNAL_DISCONNECTED], 0);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CLEANUP_STARTED);
 
   /* a hung shim was killed above; what runs in the task's cgroup is killed by the
    * cleanup. A record from before per-task cgroups knows no cgroup: only then are all
@@ -533,30 +262,6 @@ shimwatch_shim_on_disconnected (ShimwatchShim *self,
                                killed_cb, self, crash_cleanup_done_cb, g_object_ref (self));
 }
 
-/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
-void
-shimwatch_shim_find_cgroup (ShimwatchShim *self,
-                            guint32        pid)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (self->cgroup != NULL)
-    return;
-  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
-  if (self->cgroup_path != NULL)
-    {
-      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
-      return;
-    }
-  if (pid == 0)
-    return;
-  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
-  if (self->cgroup == NULL)
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
-                        "cannot find the cgroup of task process %u: %s",
-                        pid, error->message);
-}
-
 void
 shimwatch_shim_set_created (ShimwatchShim *self,
                             guint32        pid)
@@ -566,7 +271,7 @@ shimwatch_shim_set_created (ShimwatchShim *self,
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
   shimwatch_dbus_shim_set_task_pid (iface, pid);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_CREATED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CREATED);
   /* a pidfd taken now lets a dead shim's task be killed at once, without pid reuse */
   if (self->task_pidfd < 0 && pid > 0)
     {
@@ -579,21 +284,6 @@ shimwatch_shim_set_created (ShimwatchShim *self,
     }
   shimwatch_shim_find_cgroup (self, pid);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "create"), "task created: pid %u", pid);
-}
-
-void
-shimwatch_shim_set_started (ShimwatchShim *self,
-                            guint32        pid)
-{
-  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
-  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
-  shimwatch_shim_save (self);
-  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
-  /* during CreateTask the history hears of it with the create, once the task is handed out */
-  if (self->persistent)
-    shimwatch_shim_add_history (self, "start", pid, FALSE, 0, NULL);
 }
 
 /* -- events forwarded by the shim ------------------------------------------------------- */
@@ -623,7 +313,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
                                             event->pid);
       break;
     case SHIMWATCH_EVENT_TASK_START:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_STARTED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
       shimwatch_publisher_emit_task_start (self->services.publisher, self->path,
                                            self->namespace_, self->id, event->pid);
       break;
@@ -641,19 +331,21 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
       self->oom = TRUE;
       /* the OOM event may come after the exit it caused */
       if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) &&
-          self->exit.exit_status == 128 + SIGKILL &&
+          self->lifecycle.exit.exit_status == 128 + SIGKILL &&
           g_strcmp0 (shimwatch_dbus_shim_get_exit_reason (iface), "signaled") == 0)
         shimwatch_dbus_shim_set_exit_reason (iface, "oom-killed");
-      shimwatch_shim_save (self);
+      shimwatch_task_lifecycle_save (&self->lifecycle);
       shimwatch_publisher_emit_task_oom (self->services.publisher, self->path, self->namespace_,
                                          self->id);
-      shimwatch_shim_add_history (self, "oom", shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0, NULL);
+      shimwatch_task_lifecycle_add_history (&self->lifecycle, "oom",
+                                            shimwatch_dbus_shim_get_task_pid (iface), FALSE, 0,
+                                            NULL);
       break;
     case SHIMWATCH_EVENT_TASK_PAUSED:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_PAUSED);
       break;
     case SHIMWATCH_EVENT_TASK_RESUMED:
-      shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
+      shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RESUMED);
       break;
     case SHIMWATCH_EVENT_TASK_DELETE:       /* we emit our own TaskDelete, exactly once */
     case SHIMWATCH_EVENT_TASK_EXEC_ADDED:
@@ -665,7 +357,7 @@ shimwatch_shim_handle_event (ShimwatchShim        *self,
     }
 }
 
-void
+static void
 shimwatch_shim_replay_early_events (ShimwatchShim *self)
 {
   g_autoptr(GPtrArray) early = g_steal_pointer (&self->early_events);
@@ -688,13 +380,205 @@ shimwatch_shim_set_exported (ShimwatchShim *self)
 void
 shimwatch_shim_make_persistent (ShimwatchShim *self)
 {
+  guint32 pid;
+
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  self->persistent = TRUE;
-  shimwatch_shim_save (self);
-  shimwatch_shim_add_history (self, "create", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-                              FALSE, 0, NULL);
+  pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  self->lifecycle.persistent = TRUE;
+  shimwatch_task_lifecycle_save (&self->lifecycle);
+  shimwatch_task_lifecycle_add_history (&self->lifecycle, "create", pid, FALSE, 0, NULL);
   if (shimwatch_dbus_shim_get_started_at (SHIMWATCH_DBUS_SHIM (self)) != 0)
-    shimwatch_shim_add_history (self, "start", shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self)),
-                                FALSE, 0, NULL);
+    shimwatch_task_lifecycle_add_history (&self->lifecycle, "start", pid, FALSE, 0, NULL);
+}
+
+/* -- the shim's connection ---------------------------------------------------------- */
+
+/* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler
+ * does, for every shim, and tells when the answer changes) */
+static void
+health_changed_cb (gboolean responsive,
+                   gpointer user_data)
+{
+  ShimwatchShim *self = user_data;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchMetrics *metrics = shimwatch_publisher_get_metrics (self->services.publisher);
+
+  if (responsive == shimwatch_dbus_shim_get_responsive (iface))
+    return;
+  shimwatch_dbus_shim_set_responsive (iface, responsive);
+  if (responsive)
+    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "responsive"), "shim answers again");
+  else
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "unresponsive"),
+                        "shim does not answer within %u ms; Reap can clean it up",
+                        SHIMWATCH_HEALTH_TIMEOUT_MS);
+  if (!responsive && metrics != NULL)
+    shimwatch_metrics_count_unresponsive (metrics);
+}
+
+static void
+connection_closed_cb (ShimwatchTtrpc *ttrpc,
+                      GError         *reason,
+                      gpointer        user_data)
+{
+  shimwatch_shim_on_disconnected (user_data, reason->message);
+}
+
+void
+shimwatch_shim_attach (ShimwatchShim       *self,
+                       ShimwatchShimHandle *handle)
+{
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+  ShimwatchTtrpc *ttrpc;
+
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  g_return_if_fail (self->handle == NULL);
+
+  self->handle = handle;
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ATTACHED);
+  shimwatch_dbus_shim_set_address (iface, handle->address);
+  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
+  shimwatch_dbus_shim_set_responsive (iface, TRUE);
+  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
+  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
+  /* its hang-up is the shim's death: told before whatever else the same death makes ready
+   * (the shim's connection to the events socket, its pidfd, task output) */
+  shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
+  /* the shim's pidfd (the start time read after it, as in shimwatch_shim_is_shim_process())
+   * and its health */
+  if (handle->shim_pid > 0)
+    self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
+  shimwatch_shim_watch_start (&self->watch, handle->client, handle->shim_pid,
+                              self->services.config->health_interval_ms > 0
+                                ? self->services.health : NULL,
+                              health_changed_cb, self);
+  if (shimwatch_ttrpc_is_closed (ttrpc))
+    {
+      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
+                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
+                                                     "closed before it was watched");
+
+      connection_closed_cb (ttrpc, error, self);
+    }
+}
+
+/* -- taking a task over again after a restart of the service ------------------------- */
+
+ShimwatchShim *
+shimwatch_shim_new_from_record (const ShimwatchShimServices *services,
+                                const ShimwatchRecord       *record)
+{
+  ShimwatchShim *self = shimwatch_shim_new (services, record->namespace_, record->id,
+                                            record->runtime,
+                                            record->shim_binary[0] != '\0' ? record->shim_binary
+                                                                            : NULL,
+                                            record->task_dir);
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  /* until its shim answers again: what runs under the recorded pid at its first event */
+  self->shim_start_time = SHIM_START_TIME_UNREAD;
+  self->task_start_time = record->task_start_time;
+  /* Status, which signals went out, the exit and what every task's record holds */
+  shimwatch_task_lifecycle_restore (&self->lifecycle, record);
+  if (record->cgroup_path != NULL && shimwatch_cgroup_path_is_valid (record->cgroup_path))
+    shimwatch_shim_set_cgroup_path (self, record->cgroup_path);
+  else if (record->cgroup_path != NULL)
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "record"),
+                        "ignoring the record's cgroup \"%s\"",
+                        record->cgroup_path);
+  shimwatch_dbus_shim_set_bundle_source (iface, record->bundle_source);
+  shimwatch_dbus_shim_set_command (iface, (const char * const *) record->command);
+  shimwatch_dbus_shim_set_labels (iface, record->labels);
+  self->oom = record->oom;
+  /* the task's init may still run: watch it again, unless its pid now names another
+   * process. The pidfd first: the start time read after it is the process it holds. */
+  if (record->task_pid > 0 && !record->exit_emitted && record->task_start_time != 0)
+    {
+      self->task_pidfd = pidfd_open ((pid_t) record->task_pid, 0);
+      if (self->task_pidfd >= 0 &&
+          shimwatch_process_start_time (record->task_pid) != record->task_start_time)
+        {
+          close (self->task_pidfd);
+          self->task_pidfd = -1;
+        }
+    }
+  if (self->task_pidfd >= 0)
+    shimwatch_shim_find_cgroup (self, record->task_pid);
+  return self;
+}
+
+static void
+readopt_state_cb (GObject      *source,
+                  GAsyncResult *result,
+                  gpointer      user_data)
+{
+  g_autoptr(ShimwatchShim) self = user_data;
+  g_autoptr(GError) error = NULL;
+  ShimwatchTaskState state = { 0 };
+
+  if (!shimwatch_task_client_state_finish (SHIMWATCH_TASK_CLIENT (source), result, &state,
+                                           &error))
+    {
+      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "readopt"),
+                          "State after reconnecting: %s",
+                          error->message);
+      return;
+    }
+  /* whatever happened while the service was down: a real exit is reported now, once */
+  if (state.status == SHIMWATCH_TASK_STATUS_STOPPED)
+    {
+      shimwatch_shim_emit_task_exit (self, state.pid, state.exit_status,
+                                     state.exited_at != 0 ? state.exited_at : g_get_real_time (),
+                                     NULL);
+    }
+  else if (state.status == SHIMWATCH_TASK_STATUS_CREATED)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_CREATED);
+  else if (state.status == SHIMWATCH_TASK_STATUS_RUNNING)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_RUNNING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSING)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSING);
+  else if (state.status == SHIMWATCH_TASK_STATUS_PAUSED)
+    shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RUNTIME_PAUSED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
+}
+
+void
+shimwatch_shim_readopt (ShimwatchShim       *self,
+                        ShimwatchShimHandle *handle)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_shim_attach (self, handle);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "readopt"), "shim %u taken over again",
+                      handle->shim_pid);
+  /* what arrived while it was being reached: the shim's events, then the calls */
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
+  if (self->kill_when_reached)
+    {
+      shimwatch_shim_kill_shim (self, NULL);
+      return;
+    }
+  if (self->lifecycle.machine.state == SHIMWATCH_SHIM_STATE_DELETED)
+    {
+      /* the service died between Delete and the shim's shutdown: finish the teardown */
+      shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
+                                            shimwatch_shim_shutdown_rpc_cb, g_object_ref (self));
+      return;
+    }
+  shimwatch_task_client_state_async (self->handle->client, RPC_TIMEOUT_MS, readopt_state_cb,
+                                     g_object_ref (self));
+}
+
+void
+shimwatch_shim_mark_dead (ShimwatchShim *self,
+                          const char    *reason)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+  /* what arrived while it was being reached (its exit, maybe) counts, then the cleanup */
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_CONNECTION_LOST);
+  shimwatch_shim_replay_early_events (self);
+  shimwatch_shim_on_disconnected (self, reason);
+  shimwatch_shim_resume_waiting_calls (self, FALSE);
 }

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * What the files of ShimwatchShim share, and nothing else includes:
- *   shimwatch-shim.c            the object and its D-Bus methods
- *   shimwatch-shim-lifecycle.c  what happens to a task: status, records, the lifecycle
- *                               signals, the dead-shim path
- *   shimwatch-shim-watch.c      watching the shim: its connection, pidfd and health
- *   shimwatch-shim-recovery.c   taking a task over again after a restart of the service
+ * What the files of ShimwatchShim share, and nothing else includes. Each knows only
+ * the ones below it:
+ *   shimwatch-shim-lifecycle.c  what happens to a task: attaching its shim, the shim's
+ *                               events, the dead-shim path, taking a task over again
+ *                               after a restart of the service
+ *   shimwatch-shim.c            the object, its D-Bus methods, what the task is made of
+ * Status, the record and the lifecycle signals are the task's ShimwatchTaskLifecycle's
+ * (shimwatch-task-lifecycle.h), which the companion's tasks use too; the shim's pidfd and
+ * health its ShimwatchShimWatch's (shimwatch-shim-watch.h).
  */
 #pragma once
 
@@ -18,6 +21,8 @@
 #include "shimwatch-records.h"
 #include "shimwatch-shim.h"
 #include "shimwatch-shim-state.h"
+#include "shimwatch-shim-watch.h"
+#include "shimwatch-task-lifecycle.h"
 #include "shimwatch-task-log.h"
 #include "shimwatch-task-stats.h"
 
@@ -47,23 +52,14 @@ struct _ShimwatchShim
   ShimwatchShimHandle *handle;
   gulong               closed_id;
   int                  task_pidfd;
-  int                  shim_pidfd;       /* sees the shim die even if a child keeps its socket */
-  ShimwatchPollerWatch *shim_pidfd_watch;
-  gint64               shim_dead_at;     /* when its pidfd said it was dead, 0: not yet;
-                                          * -1: a child of it lives on with its socket */
-  int                  shim_pidfd_kept;  /* its death not seen at the disconnection: looked
-                                          * at again as its task is found dead */
-  ShimwatchHealthTarget *health;        /* in the health checks while connected */
+  ShimwatchShimWatch   watch;            /* the shim's pidfd and health while connected */
 
   gboolean             exported;
-  gboolean             persistent;       /* a record exists and follows every change */
   GPtrArray           *waiting_calls;    /* AuthData: authorized while loading */
   gboolean             kill_when_reached; /* Reap while loading */
   GPtrArray           *early_events;   /* arrived before export, or while loading */
-  /* the task's lifecycle: Status and the lifecycle signals' flags, changed only by
-   * shimwatch_shim_transition() */
-  ShimwatchShimMachine machine;
-  ShimwatchExit        exit;           /* the real or synthesized exit, once known */
+  /* the task's lifecycle: Status, the lifecycle signals, the exit and the record */
+  ShimwatchTaskLifecycle lifecycle;
   GDBusMethodInvocation *delete_invocation;
   ShimwatchTaskLog     *task_log;       /* NULL: the service does not keep its output */
 
@@ -87,54 +83,23 @@ enum {
 };
 extern guint shimwatch_shim_signals[N_SIGNALS];
 
-/* shimwatch-shim-lifecycle.c */
-/* the only writer of Status and of the lifecycle signals' flags: feeds @input to the
- * state machine and publishes its state; returns the signal that must go out now (its
- * flag already set), or NONE */
-ShimwatchLifecycleSignal
-         shimwatch_shim_transition          (ShimwatchShim      *self,
-                                             ShimwatchShimInput  input);
-/* the machine from @record (a restart), or a new task's (@record NULL) */
-void     shimwatch_shim_restore_state       (ShimwatchShim         *self,
-                                             const ShimwatchRecord *record);
+/* the task's lifecycle, as the shim's files ask it */
 #define shimwatch_shim_has_sent(self, signal) \
-  shimwatch_shim_machine_has_sent (&(self)->machine, (signal))
-#define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->machine)
+  shimwatch_task_lifecycle_has_sent (&(self)->lifecycle, (signal))
+#define shimwatch_shim_is_cleaning(self) shimwatch_shim_machine_is_cleaning (&(self)->lifecycle.machine)
 /* the link to the shim (see shimwatch-shim-state.h) */
-#define shimwatch_shim_is_connected(self) ((self)->machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
-#define shimwatch_shim_is_loading(self)   ((self)->machine.link == SHIMWATCH_SHIM_LINK_LOADING)
-#define shimwatch_shim_is_detached(self)  ((self)->machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
+#define shimwatch_shim_is_connected(self) ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_CONNECTED)
+#define shimwatch_shim_is_loading(self)   ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_LOADING)
+#define shimwatch_shim_is_detached(self)  ((self)->lifecycle.machine.link == SHIMWATCH_SHIM_LINK_DETACHED)
 /* a normal Delete completed (or a failed CreateTask is undone): no crash semantics */
-#define shimwatch_shim_is_deleted(self) \
-  ((self)->machine.state == SHIMWATCH_SHIM_STATE_DELETED || \
-   (self)->machine.state == SHIMWATCH_SHIM_STATE_TEARDOWN)
-void     shimwatch_shim_add_history         (ShimwatchShim  *self,
-                                             const char     *event,
-                                             guint32         pid,
-                                             gboolean        has_exit_status,
-                                             guint32         exit_status,
-                                             const char     *reason);
-void     shimwatch_shim_save                (ShimwatchShim  *self);
-/* TaskExit exactly once per task; reason NULL: from the exit status */
-void     shimwatch_shim_emit_task_exit      (ShimwatchShim  *self,
-                                             guint32         pid,
-                                             guint32         exit_status,
-                                             gint64          exited_at,
-                                             const char     *reason);
+#define shimwatch_shim_is_deleted(self) shimwatch_task_lifecycle_is_deleted (&(self)->lifecycle)
+
+/* shimwatch-shim.c */
 ShimwatchCleanupRequest *
          shimwatch_shim_cleanup_request     (ShimwatchShim  *self,
                                              gboolean        kill_task);
-/* the connection to the shim is gone (or, after a restart, could not be made again) */
-void     shimwatch_shim_on_disconnected     (ShimwatchShim  *self,
-                                             const char     *reason);
 void     shimwatch_shim_find_cgroup         (ShimwatchShim  *self,
                                              guint32         pid);
-void     shimwatch_shim_replay_early_events (ShimwatchShim  *self);
-
-/* shimwatch-shim-watch.c */
-void     shimwatch_shim_stop_watching       (ShimwatchShim  *self);
-
-/* shimwatch-shim.c */
 /* the properties changed from now on go out in one PropertiesChanged, at the next
  * shimwatch_shim_flush_changes(), not each turn */
 void     shimwatch_shim_hold_changes        (ShimwatchShim  *self);

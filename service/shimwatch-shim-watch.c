@@ -1,35 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: watching the shim (its connection, its pidfd, the health check)
+ * ShimwatchShimWatch: watching one shim process (see shimwatch-shim-watch.h)
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
 #include "config.h"
 
+#include "shimwatch-shim-watch.h"
+
+#include <poll.h>
+#include <signal.h>
 #include <sys/pidfd.h>
 #include <unistd.h>
 
-#include "shimwatch-shim-private.h"
+#include "shimwatch-logging.h"
 
 void
-shimwatch_shim_stop_watching (ShimwatchShim *self)
+shimwatch_shim_watch_init (ShimwatchShimWatch *self,
+                           const char         *namespace_,
+                           const char         *id,
+                           ShimwatchDbusShim  *iface)
 {
-  g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
-  if (self->health != NULL)
-    shimwatch_health_scheduler_remove (self->services.health, g_steal_pointer (&self->health));
-  if (self->shim_pidfd >= 0)
-    {
-      close (self->shim_pidfd);
-      self->shim_pidfd = -1;
-    }
+  *self = (ShimwatchShimWatch) {
+    .namespace_ = namespace_,
+    .id = id,
+    .iface = iface,
+    .pidfd = -1,
+    .pidfd_kept = -1,
+  };
 }
 
-static void
-connection_closed_cb (ShimwatchTtrpc *ttrpc,
-                      GError         *reason,
-                      gpointer        user_data)
+static gboolean
+connected (ShimwatchShimWatch *self)
 {
-  shimwatch_shim_on_disconnected (user_data, reason->message);
+  return self->client != NULL &&
+         !shimwatch_ttrpc_is_closed (shimwatch_task_client_get_ttrpc (self->client));
 }
 
 static gboolean
@@ -37,102 +42,134 @@ shim_process_exited_cb (int                   fd,
                         ShimwatchPollerEvents events,
                         gpointer              user_data)
 {
-  ShimwatchShim *self = user_data;
+  ShimwatchShimWatch *self = user_data;
 
-  if (self->shim_dead_at == 0)
-    self->shim_dead_at = g_get_monotonic_time ();
+  if (self->dead_at == 0)
+    self->dead_at = g_get_monotonic_time ();
   /* out of the epoll set first: what follows may end the shim's connection, which closes
-   * this pidfd (shimwatch_shim_stop_watching), and a new fd of that number (the task's
+   * this pidfd (shimwatch_shim_watch_stop()), and a new fd of that number (the task's
    * pidfd that the cleanup watches) must not lose its watch when this one goes */
-  g_clear_pointer (&self->shim_pidfd_watch, shimwatch_poller_watch_remove);
+  g_clear_pointer (&self->pidfd_watch, shimwatch_poller_watch_remove);
   /* The socket's EOF comes with the death, but the poller may hand over the pidfd first
    * (many shims dying at once): read what the socket has now, so that a plain death
    * goes the socket's way, ShimDisconnected first and no warning. Still connected after
    * that: a child inherited the socket. */
-  if (shimwatch_shim_is_connected (self) && self->handle != NULL)
-    shimwatch_ttrpc_collect (shimwatch_task_client_get_ttrpc (self->handle->client));
-  if (shimwatch_shim_is_connected (self) && self->handle != NULL)
+  if (connected (self))
+    shimwatch_ttrpc_collect (shimwatch_task_client_get_ttrpc (self->client));
+  if (connected (self))
     {
       /* and may hold the shim's FIFOs too: they are read to the end */
-      self->shim_dead_at = -1;
-      shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "disconnected"),
+      self->dead_at = -1;
+      shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                          LOG_EVENT_OF (self->iface, self->namespace_, self->id, "disconnected",
+                                        NULL),
                           "shim process %u is dead but its connection is still open (a child of "
                           "the shim holds the socket); treating the shim as gone",
-                          shimwatch_dbus_shim_get_shim_pid (SHIMWATCH_DBUS_SHIM (self)));
-      shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
+                          shimwatch_dbus_shim_get_shim_pid (self->iface));
+      shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->client));
     }
   return G_SOURCE_REMOVE;
 }
 
-/* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler
- * does, for every shim, and tells when the answer changes) */
-static void
-health_changed_cb (gboolean responsive,
-                   gpointer user_data)
-{
-  ShimwatchShim *self = user_data;
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-
-  if (responsive == shimwatch_dbus_shim_get_responsive (iface))
-    return;
-  shimwatch_dbus_shim_set_responsive (iface, responsive);
-  if (responsive)
-    shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "responsive"), "shim answers again");
-  else
-    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "unresponsive"),
-                        "shim does not answer within %u ms; Reap can clean it up",
-                        SHIMWATCH_HEALTH_TIMEOUT_MS);
-  if (!responsive && shimwatch_publisher_get_metrics (self->services.publisher) != NULL)
-    shimwatch_metrics_count_unresponsive (shimwatch_publisher_get_metrics (self->services.publisher));
-}
-
 void
-shimwatch_shim_attach (ShimwatchShim       *self,
-                       ShimwatchShimHandle *handle)
+shimwatch_shim_watch_start (ShimwatchShimWatch       *self,
+                            ShimwatchTaskClient      *client,
+                            guint32                   pid,
+                            ShimwatchHealthScheduler *scheduler,
+                            ShimwatchHealthFunc       func,
+                            gpointer                  user_data)
 {
-  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
-  ShimwatchTtrpc *ttrpc;
-
-  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
-  g_return_if_fail (self->handle == NULL);
-
-  self->handle = handle;
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ATTACHED);
-  shimwatch_dbus_shim_set_address (iface, handle->address);
-  shimwatch_dbus_shim_set_shim_pid (iface, handle->shim_pid);
-  shimwatch_dbus_shim_set_responsive (iface, TRUE);
-  ttrpc = shimwatch_task_client_get_ttrpc (handle->client);
-  self->closed_id = g_signal_connect (ttrpc, "closed", G_CALLBACK (connection_closed_cb), self);
-  /* its hang-up is the shim's death: told before whatever else the same death makes ready
-   * (the shim's connection to the events socket, its pidfd, task output) */
-  shimwatch_ttrpc_set_priority (ttrpc, G_PRIORITY_HIGH);
-  if (handle->shim_pid > 0)
+  self->client = client;
+  if (pid > 0)
     {
-      self->shim_pidfd = pidfd_open ((pid_t) handle->shim_pid, 0);
-      self->shim_start_time = shimwatch_process_start_time (handle->shim_pid);
-      if (self->shim_pidfd >= 0)
+      self->pidfd = pidfd_open ((pid_t) pid, 0);
+      if (self->pidfd >= 0)
         {
           g_autoptr(GError) error = NULL;
 
-          self->shim_pidfd_watch = shimwatch_poller_add (shimwatch_poller_get_default (),
-                                                         self->shim_pidfd, SHIMWATCH_POLLER_IN,
-                                                         shim_process_exited_cb, self, NULL,
-                                                         &error);
-          if (self->shim_pidfd_watch == NULL)
-            shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
+          self->pidfd_watch = shimwatch_poller_add (shimwatch_poller_get_default (), self->pidfd,
+                                                    SHIMWATCH_POLLER_IN, shim_process_exited_cb,
+                                                    self, NULL, &error);
+          if (self->pidfd_watch == NULL)
+            shimwatch_log_task (G_LOG_LEVEL_WARNING,
+                                LOG_EVENT_OF (self->iface, self->namespace_, self->id, "create",
+                                              NULL),
                                 "cannot watch shim process %u: %s (its death is seen when "
-                                "its socket closes)", handle->shim_pid, error->message);
+                                "its socket closes)", pid, error->message);
         }
     }
-  if (self->services.config->health_interval_ms > 0 && self->services.health != NULL)
-    self->health = shimwatch_health_scheduler_add (self->services.health, handle->client,
-                                                   health_changed_cb, self);
-  if (shimwatch_ttrpc_is_closed (ttrpc))
+  /* no keepalive in ttrpc: a hung shim is only seen by asking it (the health scheduler
+   * does, for every shim, and tells when the answer changes) */
+  if (scheduler != NULL)
     {
-      g_autoptr(GError) error = g_error_new_literal (SHIMWATCH_TTRPC_ERROR,
-                                                     SHIMWATCH_TTRPC_ERROR_CLOSED,
-                                                     "closed before it was watched");
-
-      connection_closed_cb (ttrpc, error, self);
+      self->scheduler = g_object_ref (scheduler);
+      self->health = shimwatch_health_scheduler_add (scheduler, client, func, user_data);
     }
+}
+
+void
+shimwatch_shim_watch_stop (ShimwatchShimWatch *self,
+                           gboolean            keep_pidfd)
+{
+  /* a shim dying as its connection closed may not have said so through its pidfd yet */
+  if (keep_pidfd && self->dead_at == 0 && self->pidfd >= 0 && self->pidfd_watch != NULL &&
+      self->pidfd_kept < 0)
+    {
+      g_clear_pointer (&self->pidfd_watch, shimwatch_poller_watch_remove);
+      self->pidfd_kept = g_steal_fd (&self->pidfd);
+    }
+  g_clear_pointer (&self->pidfd_watch, shimwatch_poller_watch_remove);
+  if (self->health != NULL)
+    shimwatch_health_scheduler_remove (self->scheduler, g_steal_pointer (&self->health));
+  g_clear_object (&self->scheduler);
+  if (self->pidfd >= 0)
+    close (g_steal_fd (&self->pidfd));
+}
+
+gboolean
+shimwatch_shim_watch_has_pidfd (ShimwatchShimWatch *self)
+{
+  return self->pidfd >= 0;
+}
+
+gboolean
+shimwatch_shim_watch_kill (ShimwatchShimWatch *self)
+{
+  int ready;
+
+  if (self->pidfd < 0)
+    return FALSE;
+  /* a pidfd turns readable once its process has exited: a dead shim is left alone. The
+   * poller may have found it ready in the batch it is handing out (the socket's end told
+   * first): then it is dead, without asking the kernel again */
+  ready = self->pidfd_watch != NULL && shimwatch_poller_watch_is_ready (self->pidfd_watch)
+          ? 1 : poll (&(struct pollfd) { .fd = self->pidfd, .events = POLLIN }, 1, 0);
+  if (ready > 0 && self->dead_at == 0)
+    self->dead_at = g_get_monotonic_time ();
+  return ready == 0 && pidfd_send_signal (self->pidfd, SIGKILL, NULL, 0) == 0;
+}
+
+void
+shimwatch_shim_watch_look_again (ShimwatchShimWatch *self,
+                                 gboolean            last_time)
+{
+  if (self->pidfd_kept < 0)
+    return;
+  if (poll (&(struct pollfd) { .fd = self->pidfd_kept, .events = POLLIN }, 1, 0) > 0)
+    {
+      if (self->dead_at == 0)
+        self->dead_at = g_get_monotonic_time ();
+    }
+  else if (!last_time)
+    return;
+  close (g_steal_fd (&self->pidfd_kept));
+}
+
+void
+shimwatch_shim_watch_clear (ShimwatchShimWatch *self)
+{
+  shimwatch_shim_watch_stop (self, FALSE);
+  if (self->pidfd_kept >= 0)
+    close (g_steal_fd (&self->pidfd_kept));
+  self->client = NULL;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * ShimwatchShim: the object and its D-Bus methods
+ * ShimwatchShim: the object, its D-Bus methods, and what its task is made of
  */
 #define G_LOG_DOMAIN "ShimwatchShim"
 
@@ -152,7 +152,7 @@ static gboolean
 allows (ShimwatchShim      *self,
         ShimwatchShimAction action)
 {
-  return shimwatch_shim_state_allows (self->machine.state, action);
+  return shimwatch_shim_state_allows (self->lifecycle.machine.state, action);
 }
 
 /* the runtime refused because of the task's state (it exited meanwhile, it is not
@@ -379,18 +379,18 @@ delete_rpc_cb (GObject      *source,
   if (!shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT))
     {
       /* a task deleted before it ever ran or exited has no TaskExit of its own */
-      self->exit = exit_info;
+      self->lifecycle.exit = exit_info;
     }
   else
     {
       /* the real exit status stays; fill in what delete knows better */
-      if (self->exit.pid == 0)
-        self->exit.pid = exit_info.pid;
+      if (self->lifecycle.exit.pid == 0)
+        self->lifecycle.exit.pid = exit_info.pid;
     }
-  if (self->exit.exited_at == 0)
-    self->exit.exited_at = g_get_real_time ();
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DELETED);
-  shimwatch_shim_save (self);
+  if (self->lifecycle.exit.exited_at == 0)
+    self->lifecycle.exit.exited_at = g_get_real_time ();
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_DELETED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_crash_point ("deleted");
   shimwatch_task_client_shutdown_async (self->handle->client, FALSE, SHUTDOWN_TIMEOUT_MS,
                                         shimwatch_shim_shutdown_rpc_cb, g_object_ref (self));
@@ -566,8 +566,8 @@ shimwatch_shim_complete_stops (ShimwatchShim *self)
   self->stop_waiters = g_ptr_array_new ();
   clear_stop (self);
   for (guint i = 0; i < waiters->len; i++)
-    shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self),
-                                       g_ptr_array_index (waiters, i), self->exit.exit_status);
+    shimwatch_dbus_shim_complete_stop (SHIMWATCH_DBUS_SHIM (self), g_ptr_array_index (waiters, i),
+                                       self->lifecycle.exit.exit_status);
 }
 
 void
@@ -693,8 +693,8 @@ pause_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "pause", error);
       return;
     }
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_PAUSED);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_PAUSED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task paused");
   shimwatch_dbus_shim_complete_pause (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
@@ -734,8 +734,8 @@ resume_rpc_cb (GObject      *source,
       return_lifecycle_error (self, context->invocation, "resume", error);
       return;
     }
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_RESUMED);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_RESUMED);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "record"), "task resumed");
   shimwatch_dbus_shim_complete_resume (SHIMWATCH_DBUS_SHIM (self), context->invocation);
 }
@@ -818,7 +818,7 @@ set_labels_authorized (ShimwatchShim         *self,
     }
   g_variant_get (g_dbus_method_invocation_get_parameters (invocation), "(@a{ss})", &labels);
   shimwatch_dbus_shim_set_labels (SHIMWATCH_DBUS_SHIM (self), labels);
-  shimwatch_shim_save (self);
+  shimwatch_task_lifecycle_save (&self->lifecycle);
   shimwatch_log_task (G_LOG_LEVEL_INFO, LOG_EVENT (self, "record"),
                       "labels replaced (%" G_GSIZE_FORMAT ")",
                       g_variant_n_children (labels));
@@ -936,7 +936,7 @@ list_pids (ShimwatchShim         *self,
            gpointer               data)
 {
   if (shimwatch_shim_has_sent (self, SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) ||
-      shimwatch_shim_state_is_stopped (self->machine.state))
+      shimwatch_shim_state_is_stopped (self->lifecycle.machine.state))
     {
       shimwatch_dbus_shim_complete_list_pids (SHIMWATCH_DBUS_SHIM (self), invocation,
                                               g_variant_new_fixed_array (G_VARIANT_TYPE_UINT32,
@@ -972,6 +972,74 @@ handle_list_pids (ShimwatchDbusShim     *iface,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* -- what the task is made of ----------------------------------------------------------- */
+
+ShimwatchCleanupRequest *
+shimwatch_shim_cleanup_request (ShimwatchShim *self,
+                                gboolean       kill_task)
+{
+  ShimwatchCleanupRequest *request = shimwatch_cleanup_request_new ();
+  const ShimwatchConfig *config = self->services.config;
+
+  request->namespace_ = g_strdup (self->namespace_);
+  request->id = g_strdup (self->id);
+  request->task_dir = g_strdup (self->task_dir);
+  request->shim_binary = g_strdup (self->shim_binary);
+  request->runc_state_dir = g_build_filename (self->services.runc_root,
+                                              self->namespace_, self->id, NULL);
+  if (g_str_has_prefix (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)), "unix://"))
+    request->socket_path = g_strdup (shimwatch_dbus_shim_get_address (SHIMWATCH_DBUS_SHIM (self)) +
+                                     strlen ("unix://"));
+  request->task_pid = shimwatch_dbus_shim_get_task_pid (SHIMWATCH_DBUS_SHIM (self));
+  request->kill_task = kill_task && self->task_pidfd >= 0;
+  /* the task's end is the cleanup's to watch from now on: its pidfd goes with it (a
+   * cleanup request is made once, at the task's end) */
+  request->pidfd = self->task_pidfd;
+  self->task_pidfd = -1;
+  request->cgroup_path = g_strdup (self->cgroup_path);
+  request->timeout_ms = config->cleanup_timeout_ms;
+  return request;
+}
+
+/* the task's cgroup, for GetStats and the OOM kill counter: found while it has a process */
+void
+shimwatch_shim_find_cgroup (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->cgroup != NULL)
+    return;
+  /* the task's own cgroup (CgroupPath); a record from before knows only its process */
+  if (self->cgroup_path != NULL)
+    {
+      self->cgroup = shimwatch_task_cgroup_new_for_path (SHIMWATCH_CGROUP_ROOT, self->cgroup_path);
+      return;
+    }
+  if (pid == 0)
+    return;
+  self->cgroup = shimwatch_task_cgroup_new_for_pid (pid, &error);
+  if (self->cgroup == NULL)
+    shimwatch_log_task (G_LOG_LEVEL_WARNING, LOG_EVENT (self, "create"),
+                        "cannot find the cgroup of task process %u: %s",
+                        pid, error->message);
+}
+
+void
+shimwatch_shim_set_started (ShimwatchShim *self,
+                            guint32        pid)
+{
+  g_return_if_fail (SHIMWATCH_IS_SHIM (self));
+
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_STARTED);
+  shimwatch_dbus_shim_set_started_at (SHIMWATCH_DBUS_SHIM (self), (guint64) g_get_real_time ());
+  shimwatch_task_lifecycle_save (&self->lifecycle);
+  shimwatch_log_task (G_LOG_LEVEL_MESSAGE, LOG_EVENT (self, "start"), "task started: pid %u", pid);
+  /* during CreateTask the history hears of it with the create, once the task is handed out */
+  if (self->lifecycle.persistent)
+    shimwatch_task_lifecycle_add_history (&self->lifecycle, "start", pid, FALSE, 0, NULL);
+}
+
 /* -- lifecycle helpers ---------------------------------------------------------------- */
 
 gboolean
@@ -1005,8 +1073,8 @@ shimwatch_shim_detach (ShimwatchShim *self)
 {
   g_return_if_fail (SHIMWATCH_IS_SHIM (self));
 
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_DETACHED);
-  shimwatch_shim_stop_watching (self);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_DETACHED);
+  shimwatch_shim_watch_stop (&self->watch, FALSE);
   if (self->task_log != NULL)
     shimwatch_task_log_detach (self->task_log);
   shimwatch_shim_resume_waiting_calls (self, TRUE);
@@ -1038,7 +1106,7 @@ shimwatch_shim_abandon_async (ShimwatchShim       *self,
   g_task_set_source_tag (task, shimwatch_shim_abandon_async);
   /* no events: the task was never handed to a client */
   shimwatch_shim_detach (self);
-  shimwatch_shim_transition (self, SHIMWATCH_SHIM_INPUT_ABANDONED);
+  shimwatch_task_lifecycle_transition (&self->lifecycle, SHIMWATCH_SHIM_INPUT_ABANDONED);
   if (self->handle != NULL)
     shimwatch_ttrpc_close (shimwatch_task_client_get_ttrpc (self->handle->client));
   /* a shim that never answered Connect never told its pid: only then is every process
@@ -1138,8 +1206,38 @@ guint32
 shimwatch_shim_get_last_exit_status (ShimwatchShim *self)
 {
   g_return_val_if_fail (SHIMWATCH_IS_SHIM (self), 255);
-  return self->exit.exit_status;
+  return self->lifecycle.exit.exit_status;
 }
+
+/* the record's fields only the shim knows */
+static void
+fill_record (gpointer         owner,
+             ShimwatchRecord *record)
+{
+  ShimwatchShim *self = owner;
+  ShimwatchDbusShim *iface = SHIMWATCH_DBUS_SHIM (self);
+
+  record->runtime = self->runtime;
+  record->shim_binary = self->shim_binary;
+  record->task_dir = self->task_dir;
+  record->task_start_time = self->task_start_time;
+  record->cgroup_path = self->cgroup_path;
+  record->bundle_source = (char *) shimwatch_dbus_shim_get_bundle_source (iface);
+  record->command = (GStrv) shimwatch_dbus_shim_get_command (iface);
+  record->labels = shimwatch_dbus_shim_get_labels (iface);
+  record->oom = self->oom;
+}
+
+static void
+flush_changes (gpointer owner)
+{
+  shimwatch_shim_flush_changes (owner);
+}
+
+static const ShimwatchTaskLifecycleOwner lifecycle_owner = {
+  .fill_record = fill_record,
+  .flush_changes = flush_changes,
+};
 
 ShimwatchShim *
 shimwatch_shim_new (const ShimwatchShimServices *services,
@@ -1166,6 +1264,8 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
   self->shim_binary = g_strdup (shim_binary);
   self->task_dir = g_strdup (task_dir);
   self->path = shimwatch_task_object_path (SHIMWATCH_DBUS_SHIMS_PATH, namespace_, id);
+  self->watch.namespace_ = self->namespace_;
+  self->watch.id = self->id;
 
   shimwatch_dbus_shim_set_namespace (iface, namespace_);
   shimwatch_dbus_shim_set_id (iface, id);
@@ -1173,7 +1273,19 @@ shimwatch_shim_new (const ShimwatchShimServices *services,
   shimwatch_dbus_shim_set_runtime (iface, runtime);
   shimwatch_dbus_shim_set_address (iface, "");
   shimwatch_dbus_shim_set_cgroup_path (iface, "");
-  shimwatch_shim_restore_state (self, NULL);
+  shimwatch_task_lifecycle_init (&self->lifecycle, &(ShimwatchTaskLifecycleSetup) {
+    .iface = iface,
+    .path = self->path,
+    .namespace_ = self->namespace_,
+    .id = self->id,
+    .publisher = self->services.publisher,
+    .committer = shimwatch_publisher_get_committer (self->services.publisher),
+    .history = shimwatch_publisher_get_history (self->services.publisher),
+    .log_domain = G_LOG_DOMAIN,
+    .crash_points = TRUE,
+    .owner = &lifecycle_owner,
+    .owner_data = self,
+  });
   shimwatch_dbus_shim_set_created_at (iface, (guint64) g_get_real_time ());
   shimwatch_dbus_shim_set_owner (iface, "shimwatch");
   shimwatch_dbus_shim_set_bundle_source (iface, "");
@@ -1205,8 +1317,7 @@ shimwatch_shim_finalize (GObject *object)
 
   if (self->task_pidfd >= 0)
     close (self->task_pidfd);
-  if (self->shim_pidfd_kept >= 0)
-    close (self->shim_pidfd_kept);
+  shimwatch_shim_watch_clear (&self->watch);
   g_ptr_array_unref (self->early_events);
   g_ptr_array_unref (self->waiting_calls);
   g_clear_object (&self->task_log);
@@ -1336,8 +1447,7 @@ static void
 shimwatch_shim_init (ShimwatchShim *self)
 {
   self->task_pidfd = -1;
-  self->shim_pidfd = -1;
-  self->shim_pidfd_kept = -1;
+  shimwatch_shim_watch_init (&self->watch, NULL, NULL, SHIMWATCH_DBUS_SHIM (self));
   self->early_events = g_ptr_array_new_with_free_func ((GDestroyNotify) shimwatch_event_free);
   self->waiting_calls = g_ptr_array_new ();
   self->stop_waiters = g_ptr_array_new ();
