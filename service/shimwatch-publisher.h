@@ -38,14 +38,9 @@ void                   shimwatch_publisher_emit            (ShimwatchPublisher  
                                                             const char           *member,
                                                             GVariant             *parameters);
 /* The one way out for each Manager signal (nothing in service/ calls the generated
- * shimwatch_dbus_manager_emit_*()): TaskExit and TaskDelete go through
- * shimwatch_publisher_emit() with shimwatch_publisher_task_exit_args(), the others
- * through these. @path is the task's object path. */
-void                   shimwatch_publisher_emit_shim_disconnected (ShimwatchPublisher *self,
-                                                                   const char         *path,
-                                                                   const char         *namespace_,
-                                                                   const char         *id,
-                                                                   guint32             shim_pid);
+ * shimwatch_dbus_manager_emit_*()): the lifecycle signals go through
+ * shimwatch_publisher_emit_lifecycle() below, the others through these. @path is the
+ * task's object path. */
 void                   shimwatch_publisher_emit_task_create (ShimwatchPublisher *self,
                                                              const char         *path,
                                                              const char         *namespace_,
@@ -61,6 +56,29 @@ void                   shimwatch_publisher_emit_task_oom    (ShimwatchPublisher 
                                                              const char         *path,
                                                              const char         *namespace_,
                                                              const char         *id);
+/* where a lifecycle signal's mark goes, ahead of the signal (exactly once across
+ * restarts: shimwatch-record-committer.h) */
+typedef struct {
+  ShimwatchRecordCommitter *committer;  /* the task's records */
+  const ShimwatchRecord    *record;     /* the task as it is once the signal is out: its
+                                         * pending_signal is the signal, its flag set */
+  const char               *prepared;   /* (tests) crash points, or NULL: reached once the */
+  const char               *settled;    /* signals before are out / once this one settled */
+} ShimwatchSignalMark;
+
+/* The one way out for the three lifecycle signals (ShimDisconnected, TaskExit,
+ * TaskDelete), each with its arguments (the task's object path first): @mark, unless
+ * NULL (a task without a record), is handed to its committer, whose mark the ledger
+ * holds the signal for; then the signal; then the history's event ("disconnected",
+ * "exit", "delete", with @reason). FALSE: the mark could not be made (@error), and the
+ * signal went out unmarked (a restart sends it again). Nothing here waits for the disk
+ * or the bus. */
+gboolean               shimwatch_publisher_emit_lifecycle  (ShimwatchPublisher        *self,
+                                                            const char                *member,
+                                                            GVariant                  *parameters,
+                                                            const char                *reason,
+                                                            const ShimwatchSignalMark *mark,
+                                                            GError                   **error);
 /* TaskExit's and TaskDelete's arguments, (osssuut), floating: the task's object path,
  * namespace, id (container and exec id), pid, exit status and time */
 GVariant              *shimwatch_publisher_task_exit_args  (const char           *path,

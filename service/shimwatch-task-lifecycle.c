@@ -173,42 +173,43 @@ shimwatch_task_lifecycle_forget (ShimwatchTaskLifecycle *self)
 }
 
 /* Exactly once across restarts, even a SIGKILL of the service: the task's marks say a
- * signal was sent if and only if it reached the bus. Right before the signal is emitted,
- * the record as it is to be, the signal's flag already set, goes to the record
- * committer, which writes the signal's mark ("pending", with the status and exit that
- * go with it) into the task's marks file, without writing the record; the signal
- * ledger's filter holds the signal until that mark is durable, and marks it sent in the
- * very thread that writes the signal to the bus, right before it does (see
- * shimwatch-signal-ledger.h, shimwatch-record-committer.h and shimwatch-marks.h).
- * Nothing on the main thread waits for the disk or the bus. A restarted service takes a
- * flag whose mark does not say sent for unset. Marks that cannot be made are logged:
- * the signal goes out unmarked, and a restart sends it again. */
+ * signal was sent if and only if it reached the bus. The record as it is to be, the
+ * signal's flag already set, goes with the signal to the publisher, whose record
+ * committer writes the signal's mark ("pending", with the status and exit that go with
+ * it) into the task's marks file, without writing the record; the signal ledger's
+ * filter holds the signal until that mark is durable, and marks it sent in the very
+ * thread that writes the signal to the bus, right before it does (see
+ * shimwatch-publisher.h). Nothing on the main thread waits for the disk or the bus. A
+ * restarted service takes a flag whose mark does not say sent for unset. Marks that
+ * cannot be made are logged: the signal goes out unmarked, and a restart sends it
+ * again. A task without a record (during CreateTask, or no records kept) sends its
+ * signals unmarked. */
 static void
-before_signal (ShimwatchTaskLifecycle  *self,
-               ShimwatchLifecycleSignal signal)
+emit_signal (ShimwatchTaskLifecycle  *self,
+             ShimwatchLifecycleSignal signal,
+             GVariant                *parameters,
+             const char              *reason)
 {
   g_autoptr(GError) error = NULL;
+  const char *member = shimwatch_lifecycle_signal_member (signal);
   ShimwatchRecord record = { 0 };
-  const char *prepared = NULL;
-  const char *settled = NULL;
+  ShimwatchSignalMark mark = { .committer = self->setup.committer, .record = &record };
+  gboolean marked = self->persistent && self->setup.committer != NULL;
 
-  if (!self->persistent || self->setup.committer == NULL)
-    return;
-  for (guint i = 0; self->setup.crash_points && i < G_N_ELEMENTS (crash_points); i++)
-    if (crash_points[i].signal == signal)
-      {
-        prepared = crash_points[i].prepared;
-        settled = crash_points[i].settled;
-      }
-  fill_record (self, &record);
-  record.pending_signal = (char *) shimwatch_lifecycle_signal_member (signal);
-  if (!shimwatch_record_committer_expect (self->setup.committer, &record, self->setup.path,
-                                          settled, &error))
+  if (marked)
+    {
+      for (guint i = 0; self->setup.crash_points && i < G_N_ELEMENTS (crash_points); i++)
+        if (crash_points[i].signal == signal)
+          {
+            mark.prepared = crash_points[i].prepared;
+            mark.settled = crash_points[i].settled;
+          }
+      fill_record (self, &record);
+      record.pending_signal = (char *) member;
+    }
+  if (!shimwatch_publisher_emit_lifecycle (self->setup.publisher, member, parameters, reason,
+                                           marked ? &mark : NULL, &error))
     log_record_error (self, error);
-  /* (tests) the signals before this one are on the bus, its own mark says pending */
-  if (prepared != NULL)
-    shimwatch_signal_ledger_crash_point_after_earlier (
-      shimwatch_publisher_get_ledger (self->setup.publisher), prepared);
 }
 
 void
@@ -253,11 +254,10 @@ shimwatch_task_lifecycle_emit_disconnected (ShimwatchTaskLifecycle *self,
    * caller of the bus can tell; its PropertiesChanged goes out later anyway) */
   if (emit == SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
     {
-      before_signal (self, emit);
-      shimwatch_publisher_emit_shim_disconnected (self->setup.publisher, self->setup.path,
-                                                  self->setup.namespace_, self->setup.id,
-                                                  shim_pid);
-      shimwatch_task_lifecycle_add_history (self, "disconnected", shim_pid, FALSE, 0, reason);
+      emit_signal (self, emit, g_variant_new ("(ossu)", self->setup.path,
+                                              self->setup.namespace_, self->setup.id,
+                                              shim_pid),
+                   reason);
     }
   if (changed && !flush)
     publish_state (self);
@@ -296,13 +296,11 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
                            LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "exit",
                                          self->setup.log_prefix),
                            "task exited: pid %u, status %u (%s)", pid, exit_status, reason);
-  before_signal (self, signal);
-  shimwatch_publisher_emit (self->setup.publisher, shimwatch_lifecycle_signal_member (signal),
-                            shimwatch_publisher_task_exit_args (self->setup.path,
-                                                                self->setup.namespace_,
-                                                                self->setup.id, pid, exit_status,
-                                                                (guint64) exited_at));
-  shimwatch_task_lifecycle_add_history (self, "exit", pid, TRUE, exit_status, reason);
+  emit_signal (self, signal,
+               shimwatch_publisher_task_exit_args (self->setup.path, self->setup.namespace_,
+                                                   self->setup.id, pid, exit_status,
+                                                   (guint64) exited_at),
+               reason);
   return TRUE;
 }
 
@@ -319,14 +317,11 @@ shimwatch_task_lifecycle_emit_delete (ShimwatchTaskLifecycle *self)
                                          self->setup.log_prefix),
                            "task deleted: pid %u, status %u", self->exit.pid,
                            self->exit.exit_status);
-  before_signal (self, signal);
-  shimwatch_publisher_emit (self->setup.publisher, shimwatch_lifecycle_signal_member (signal),
-                            shimwatch_publisher_task_exit_args (self->setup.path,
-                                                                self->setup.namespace_,
-                                                                self->setup.id, self->exit.pid,
-                                                                self->exit.exit_status,
-                                                                (guint64) self->exit.exited_at));
-  shimwatch_task_lifecycle_add_history (self, "delete", self->exit.pid, TRUE,
-                                        self->exit.exit_status, NULL);
+  emit_signal (self, signal,
+               shimwatch_publisher_task_exit_args (self->setup.path, self->setup.namespace_,
+                                                   self->setup.id, self->exit.pid,
+                                                   self->exit.exit_status,
+                                                   (guint64) self->exit.exited_at),
+               NULL);
   return TRUE;
 }
