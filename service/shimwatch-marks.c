@@ -14,7 +14,7 @@
 #include <glib/gstdio.h>
 
 #include "shimwatch-marks.h"
-#include "shimwatch-shim-state.h"
+#include "shimwatch-lifecycle-signal.h"
 
 #define MAGIC        "SWMARKS1"
 #define VERSION      1

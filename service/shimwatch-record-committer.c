@@ -8,7 +8,7 @@
 #include "shimwatch-crash-point.h"
 #include "shimwatch-logging.h"
 #include "shimwatch-record-committer.h"
-#include "shimwatch-shim-state.h"
+#include "shimwatch-lifecycle-signal.h"
 
 typedef enum {
   OP_SAVE,

@@ -15,7 +15,7 @@
 #include "shimwatch-file.h"
 #include "shimwatch-marks.h"
 #include "shimwatch-records.h"
-#include "shimwatch-shim-state.h"
+#include "shimwatch-lifecycle-signal.h"
 
 /* a record is about 1 KiB; anything much larger was not written by us */
 #define RECORD_MAX (64u << 10)

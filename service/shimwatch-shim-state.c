@@ -7,21 +7,6 @@
 
 #include "shimwatch-shim-state.h"
 
-/* the {signal → record flag} table: emitting, records and a restart use only this */
-static const struct {
-  ShimwatchLifecycleSignal signal;
-  const char              *member;
-  gsize                    flag_offset;   /* a gboolean in ShimwatchRecord */
-} lifecycle_signals[] = {
-  { SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED, "ShimDisconnected",
-    G_STRUCT_OFFSET (ShimwatchRecord, disconnected) },
-  { SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT, "TaskExit",
-    G_STRUCT_OFFSET (ShimwatchRecord, exit_emitted) },
-  { SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE, "TaskDelete",
-    G_STRUCT_OFFSET (ShimwatchRecord, delete_emitted) },
-};
-
-G_STATIC_ASSERT (G_N_ELEMENTS (lifecycle_signals) == SHIMWATCH_LIFECYCLE_N_SIGNALS);
 
 static const char * const statuses[SHIMWATCH_SHIM_N_STATES] = {
   [SHIMWATCH_SHIM_STATE_CREATED] = "created",
@@ -34,63 +19,6 @@ static const char * const statuses[SHIMWATCH_SHIM_N_STATES] = {
   [SHIMWATCH_SHIM_STATE_CLEANING] = "cleaning",
   [SHIMWATCH_SHIM_STATE_TEARDOWN] = "stopped",
 };
-
-const char *
-shimwatch_lifecycle_signal_member (ShimwatchLifecycleSignal signal)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (lifecycle_signals[i].signal == signal)
-      return lifecycle_signals[i].member;
-  return NULL;
-}
-
-ShimwatchLifecycleSignal
-shimwatch_lifecycle_signal_from_member (const char *member)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (g_strcmp0 (lifecycle_signals[i].member, member) == 0)
-      return lifecycle_signals[i].signal;
-  return SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-}
-
-guint
-shimwatch_lifecycle_signal_to_slot (ShimwatchLifecycleSignal signal)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (lifecycle_signals[i].signal == signal)
-      return i;
-  return G_MAXUINT;
-}
-
-ShimwatchLifecycleSignal
-shimwatch_lifecycle_signal_from_slot (guint slot)
-{
-  return slot < G_N_ELEMENTS (lifecycle_signals) ? lifecycle_signals[slot].signal
-                                                 : SHIMWATCH_LIFECYCLE_SIGNAL_NONE;
-}
-
-gboolean *
-shimwatch_lifecycle_signal_record_flag (ShimwatchLifecycleSignal  signal,
-                                        ShimwatchRecord          *record)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (lifecycle_signals[i].signal == signal)
-      return G_STRUCT_MEMBER_P (record, lifecycle_signals[i].flag_offset);
-  return NULL;
-}
-
-void
-shimwatch_lifecycle_signal_undo_unsent (ShimwatchRecord *record)
-{
-  gboolean *flag;
-
-  if (record->pending_signal == NULL || record->pending_sent)
-    return;
-  flag = shimwatch_lifecycle_signal_record_flag (
-    shimwatch_lifecycle_signal_from_member (record->pending_signal), record);
-  if (flag != NULL)
-    *flag = FALSE;
-}
 
 const char *
 shimwatch_shim_state_to_status (ShimwatchShimState state)
@@ -343,9 +271,7 @@ shimwatch_shim_machine_restore (ShimwatchShimMachine  *machine,
                                    : state_from_status (record->status);
   machine->restored = machine->state == SHIMWATCH_SHIM_STATE_DISCONNECTED ||
                       machine->state == SHIMWATCH_SHIM_STATE_CLEANING;
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (G_STRUCT_MEMBER (gboolean, record, lifecycle_signals[i].flag_offset))
-      machine->sent |= lifecycle_signals[i].signal;
+  machine->sent = shimwatch_lifecycle_signals_from_record (record);
 }
 
 void
@@ -355,8 +281,6 @@ shimwatch_shim_machine_fill_record (const ShimwatchShimMachine *machine,
   record->status = (char *) shimwatch_shim_state_to_status (machine->state);
   record->deleted = machine->state == SHIMWATCH_SHIM_STATE_DELETED ||
                     machine->state == SHIMWATCH_SHIM_STATE_TEARDOWN;
-  for (guint i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    G_STRUCT_MEMBER (gboolean, record, lifecycle_signals[i].flag_offset) =
-      (machine->sent & lifecycle_signals[i].signal) != 0;
+  shimwatch_lifecycle_signals_to_record (machine->sent, record);
   record->exit_known = (machine->sent & SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT) != 0;
 }

@@ -26,6 +26,7 @@
 
 #include <glib.h>
 
+#include "shimwatch-lifecycle-signal.h"
 #include "shimwatch-wire.h"
 
 G_BEGIN_DECLS
@@ -51,16 +52,6 @@ typedef enum {
   SHIMWATCH_SHIM_LINK_DETACHED,   /* the service stops supervising: nothing more happens */
 } ShimwatchShimLink;
 
-/* the lifecycle signals that go out exactly once per task, as bits */
-typedef enum {
-  SHIMWATCH_LIFECYCLE_SIGNAL_NONE              = 0,
-  SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED = 1 << 0,
-  SHIMWATCH_LIFECYCLE_SIGNAL_TASK_EXIT         = 1 << 1,
-  SHIMWATCH_LIFECYCLE_SIGNAL_TASK_DELETE       = 1 << 2,
-} ShimwatchLifecycleSignal;
-
-/* how many: the slots of a task's marks file (shimwatch-marks.h), in the table's order */
-#define SHIMWATCH_LIFECYCLE_N_SIGNALS 3
 
 typedef enum {
   SHIMWATCH_SHIM_INPUT_CREATED,          /* the shim's Create answered */
@@ -138,16 +129,5 @@ gboolean           shimwatch_shim_state_is_stopped (ShimwatchShimState          
 /* the Status property of a state */
 const char        *shimwatch_shim_state_to_status  (ShimwatchShimState          state);
 const char        *shimwatch_shim_input_to_string  (ShimwatchShimInput          input);
-
-/* the {signal → record flag} table: the D-Bus member of a signal, and its flag in a record */
-const char        *shimwatch_lifecycle_signal_member (ShimwatchLifecycleSignal  signal);
-ShimwatchLifecycleSignal shimwatch_lifecycle_signal_from_member (const char     *member);
-gboolean          *shimwatch_lifecycle_signal_record_flag (ShimwatchLifecycleSignal signal,
-                                                           ShimwatchRecord         *record);
-/* the signal's slot in a marks file (its place in the table), or G_MAXUINT; and back */
-guint              shimwatch_lifecycle_signal_to_slot   (ShimwatchLifecycleSignal signal);
-ShimwatchLifecycleSignal shimwatch_lifecycle_signal_from_slot (guint              slot);
-/* a record whose pending signal did not go out: its flag, set ahead of time, is undone */
-void               shimwatch_lifecycle_signal_undo_unsent (ShimwatchRecord         *record);
 
 G_END_DECLS

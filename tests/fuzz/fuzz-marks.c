@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "shimwatch-marks.h"
-#include "shimwatch-shim-state.h"
+#include "shimwatch-lifecycle-signal.h"
 #include "fuzz-common.h"
 
 int
