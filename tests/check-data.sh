@@ -38,7 +38,7 @@ rm -f "$pot"
 [ -z "$missing" ] && ok "every translatable string is translated" ||
   fail "every translatable string is translated" "$missing"
 
-unlisted=$(cd "$src" && grep -lE '\b_\(|\bN_\(|TRANSLATORS' service/*.c client/*.c data/polkit/*.in 2>/dev/null |
+unlisted=$(cd "$src" && grep -lE '\b_\(|\bN_\(|TRANSLATORS' service/*/*.c client/*.c data/polkit/*.in 2>/dev/null |
   while read -r f; do grep -qx "$f" po/POTFILES.in || echo "$f"; done)
 [ -z "$unlisted" ] && ok "POTFILES.in lists every file with translatable strings" ||
   fail "POTFILES.in lists every file with translatable strings" "$unlisted"

@@ -49,7 +49,7 @@ PY
 check "bash -n on the completion script" bash -n "$src/data/bash-completion/shimwatchctl"
 
 # every key the loader reads is in the annotated example, commented out
-keys=$(grep -o 'READ_KEY ([a-z_0-9]*, *group, *"[A-Za-z]*"' "$src/service/shimwatch-config.c" |
+keys=$(grep -o 'READ_KEY ([a-z_0-9]*, *group, *"[A-Za-z]*"' "$src/service/base/shimwatch-config.c" |
        sed 's/.*"\(.*\)"/\1/' | sort -u)
 absent=$(for k in $keys; do grep -q "^#$k=" "$src/data/shimwatch.conf" || echo "$k"; done)
 active=$(grep -vE '^\s*(#|$|\[)' "$src/data/shimwatch.conf")

@@ -28,7 +28,7 @@ def result(ok, what, details=()):
 
 domains = {}
 macros = []
-for path in sorted(glob.glob(os.path.join(service, "*.[ch]"))):
+for path in sorted(glob.glob(os.path.join(service, "**", "*.[ch]"), recursive=True)):
     name = os.path.basename(path)
     text = open(path, encoding="utf-8").read()
     for domain in re.findall(r'^#define G_LOG_DOMAIN "([^"]*)"', text, re.M):

@@ -17,7 +17,7 @@ service = sys.argv[1]
 found = []
 marks = []
 n_files = 0
-for path in sorted(glob.glob(os.path.join(service, "*.c"))):
+for path in sorted(glob.glob(os.path.join(service, "**", "*.c"), recursive=True)):
     name = os.path.basename(path)
     n_files += 1
     if name == "shimwatch-publisher.c":

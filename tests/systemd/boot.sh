@@ -163,7 +163,7 @@ boot () {   # boot LAYOUT: one container, its results in $work/out-LAYOUT
   install -d "$root/usr/local/lib/shimwatch-test"
   install -m 0755 "$here/checks.py" "$here/preinit" "$src/tools/make-bundle.sh" \
     "$root/usr/local/lib/shimwatch-test/"
-  install -m 0644 "$here/security-exposure" "$src/service/shimwatch-names.h" \
+  install -m 0644 "$here/security-exposure" "$src/service/base/shimwatch-names.h" \
     "$root/usr/local/lib/shimwatch-test/"
   sed -e "s|@LAYOUT@|$layout|" -e "s|@BUILD@|$build|" -e "s|@SUITE@|${SHIMWATCH_SYSTEMD_SUITE:-1}|" -e "s|@SOURCE@|$src|" \
     "$here/shimwatch-checks.service.in" > "$root/etc/systemd/system/shimwatch-checks.service"

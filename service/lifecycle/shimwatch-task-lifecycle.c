@@ -191,24 +191,24 @@ emit_signal (ShimwatchTaskLifecycle  *self,
              const char              *reason)
 {
   g_autoptr(GError) error = NULL;
-  const char *member = shimwatch_lifecycle_signal_member (signal);
   ShimwatchRecord record = { 0 };
   ShimwatchSignalMark mark = { .committer = self->setup.committer, .record = &record };
   gboolean marked = self->persistent && self->setup.committer != NULL;
 
   if (marked)
     {
+      fill_record (self, &record);
+      record.pending_signal = (char *) shimwatch_lifecycle_signal_member (signal);
       for (guint i = 0; self->setup.crash_points && i < G_N_ELEMENTS (crash_points); i++)
         if (crash_points[i].signal == signal)
           {
             mark.prepared = crash_points[i].prepared;
             mark.settled = crash_points[i].settled;
           }
-      fill_record (self, &record);
-      record.pending_signal = (char *) member;
     }
-  if (!shimwatch_publisher_emit_lifecycle (self->setup.publisher, member, parameters, reason,
-                                           marked ? &mark : NULL, &error))
+  if (!shimwatch_publisher_emit_lifecycle (self->setup.publisher,
+                                           shimwatch_lifecycle_signal_member (signal),
+                                           parameters, reason, marked ? &mark : NULL, &error))
     log_record_error (self, error);
 }
 
