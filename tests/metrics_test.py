@@ -304,7 +304,7 @@ class AlertRuleTests(unittest.TestCase):
         self.assertIn("SUCCESS: 2 rules found", proc.stdout)
         # the rules name metrics the service has
         names = set(re.findall(r"shimwatch_[a-z_]+", blocks[0]))
-        with open(os.path.join(SOURCE_DIR, "service", "shimwatch-metrics.c")) as f:
+        with open(os.path.join(SOURCE_DIR, "service", "store", "shimwatch-metrics.c")) as f:
             source = f.read()
         for name in names:
             self.assertIn(re.sub(r"_(bucket|count|sum)$", "", name), source)

@@ -96,7 +96,7 @@ def fnv1a(data):
     return h
 
 
-# the signal marks file (service/shimwatch-marks.h): a header and one slot of 96 bytes per
+# the signal marks file (service/store/shimwatch-marks.h): a header and one slot of 96 bytes per
 # signal, ShimDisconnected, TaskExit, TaskDelete
 def mark(state, seq, flags=0, pid=0, exit_status=0, exited_at=0, status="", reason=""):
     head = struct.pack("<BBH", state, flags, 0)
