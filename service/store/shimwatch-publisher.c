@@ -144,7 +144,8 @@ shimwatch_publisher_emit_lifecycle (ShimwatchPublisher        *self,
       if (mark->prepared != NULL)
         shimwatch_signal_ledger_crash_point_after_earlier (self->ledger, mark->prepared);
     }
-  shimwatch_publisher_emit (self, member, g_variant_ref (sunk));
+  /* a reference of its own: it sinks what it is given */
+  shimwatch_publisher_emit (self, member, sunk);
   if (self->history != NULL)
     {
       const char *namespace_;
