@@ -187,18 +187,28 @@ shimwatch_task_lifecycle_forget (ShimwatchTaskLifecycle *self)
 static void
 emit_signal (ShimwatchTaskLifecycle  *self,
              ShimwatchLifecycleSignal signal,
-             GVariant                *parameters,
+             guint32                  pid,
              const char              *reason)
 {
   g_autoptr(GError) error = NULL;
   ShimwatchRecord record = { 0 };
   ShimwatchSignalMark mark = { .committer = self->setup.committer, .record = &record };
   gboolean marked = self->persistent && self->setup.committer != NULL;
+  const ShimwatchLifecycleEvent event = {
+    .member = shimwatch_lifecycle_signal_member (signal),
+    .path = self->setup.path,
+    .namespace_ = self->setup.namespace_,
+    .id = self->setup.id,
+    .pid = pid,
+    .exit_status = self->exit.exit_status,
+    .exited_at = self->exit.exited_at,
+    .reason = reason,
+  };
 
   if (marked)
     {
       fill_record (self, &record);
-      record.pending_signal = (char *) shimwatch_lifecycle_signal_member (signal);
+      record.pending_signal = (char *) event.member;
       for (guint i = 0; self->setup.crash_points && i < G_N_ELEMENTS (crash_points); i++)
         if (crash_points[i].signal == signal)
           {
@@ -206,9 +216,8 @@ emit_signal (ShimwatchTaskLifecycle  *self,
             mark.settled = crash_points[i].settled;
           }
     }
-  if (!shimwatch_publisher_emit_lifecycle (self->setup.publisher,
-                                           shimwatch_lifecycle_signal_member (signal),
-                                           parameters, reason, marked ? &mark : NULL, &error))
+  if (!shimwatch_publisher_emit_lifecycle (self->setup.publisher, &event,
+                                           marked ? &mark : NULL, &error))
     log_record_error (self, error);
 }
 
@@ -254,10 +263,7 @@ shimwatch_task_lifecycle_emit_disconnected (ShimwatchTaskLifecycle *self,
    * caller of the bus can tell; its PropertiesChanged goes out later anyway) */
   if (emit == SHIMWATCH_LIFECYCLE_SIGNAL_SHIM_DISCONNECTED)
     {
-      emit_signal (self, emit, g_variant_new ("(ossu)", self->setup.path,
-                                              self->setup.namespace_, self->setup.id,
-                                              shim_pid),
-                   reason);
+      emit_signal (self, emit, shim_pid, reason);
     }
   if (changed && !flush)
     publish_state (self);
@@ -296,11 +302,7 @@ shimwatch_task_lifecycle_emit_exit (ShimwatchTaskLifecycle *self,
                            LOG_EVENT_OF (self->setup.iface, self->namespace_, self->id, "exit",
                                          self->setup.log_prefix),
                            "task exited: pid %u, status %u (%s)", pid, exit_status, reason);
-  emit_signal (self, signal,
-               shimwatch_publisher_task_exit_args (self->setup.path, self->setup.namespace_,
-                                                   self->setup.id, pid, exit_status,
-                                                   (guint64) exited_at),
-               reason);
+  emit_signal (self, signal, pid, reason);
   return TRUE;
 }
 
@@ -317,11 +319,6 @@ shimwatch_task_lifecycle_emit_delete (ShimwatchTaskLifecycle *self)
                                          self->setup.log_prefix),
                            "task deleted: pid %u, status %u", self->exit.pid,
                            self->exit.exit_status);
-  emit_signal (self, signal,
-               shimwatch_publisher_task_exit_args (self->setup.path, self->setup.namespace_,
-                                                   self->setup.id, self->exit.pid,
-                                                   self->exit.exit_status,
-                                                   (guint64) self->exit.exited_at),
-               NULL);
+  emit_signal (self, signal, self->exit.pid, NULL);
   return TRUE;
 }

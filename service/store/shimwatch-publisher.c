@@ -103,65 +103,53 @@ shimwatch_publisher_emit (ShimwatchPublisher *self,
     g_debug ("%s not sent: %s", member, error->message);
 }
 
-/* the history's name of a lifecycle signal, and where its pid and exit status stand */
+/* the history's name of each lifecycle signal */
 static const struct {
   const char *member;
   const char *event;
-  gsize       pid;      /* the child of the arguments */
-  gsize       status;   /* 0: none */
 } lifecycle_signals[] = {
-  { "ShimDisconnected", "disconnected", 3, 0 },     /* (ossu): the shim's pid */
-  { "TaskExit", "exit", 4, 5 },                     /* (osssuut) */
-  { "TaskDelete", "delete", 4, 5 },
+  { "ShimDisconnected", "disconnected" },
+  { "TaskExit", "exit" },
+  { "TaskDelete", "delete" },
 };
 
 gboolean
-shimwatch_publisher_emit_lifecycle (ShimwatchPublisher        *self,
-                                    const char                *member,
-                                    GVariant                  *parameters,
-                                    const char                *reason,
-                                    const ShimwatchSignalMark *mark,
-                                    GError                   **error)
+shimwatch_publisher_emit_lifecycle (ShimwatchPublisher           *self,
+                                    const ShimwatchLifecycleEvent *event,
+                                    const ShimwatchSignalMark    *mark,
+                                    GError                      **error)
 {
-  g_autoptr(GVariant) sunk = g_variant_ref_sink (parameters);
   gboolean marked = TRUE;
+  gboolean disconnected;
   guint i;
 
   g_return_val_if_fail (SHIMWATCH_IS_PUBLISHER (self), FALSE);
   for (i = 0; i < G_N_ELEMENTS (lifecycle_signals); i++)
-    if (g_str_equal (lifecycle_signals[i].member, member))
+    if (g_str_equal (lifecycle_signals[i].member, event->member))
       break;
   g_return_val_if_fail (i < G_N_ELEMENTS (lifecycle_signals), FALSE);
+  disconnected = i == 0;
 
   if (mark != NULL)
     {
-      const char *subject;
-
-      g_variant_get_child (sunk, 0, "&o", &subject);
-      marked = shimwatch_record_committer_expect (mark->committer, mark->record, subject,
+      marked = shimwatch_record_committer_expect (mark->committer, mark->record, event->path,
                                                   mark->settled, error);
       /* (tests) the signals before this one are on the bus, its own mark says pending */
       if (mark->prepared != NULL)
         shimwatch_signal_ledger_crash_point_after_earlier (self->ledger, mark->prepared);
     }
-  /* a reference of its own: it sinks what it is given */
-  shimwatch_publisher_emit (self, member, sunk);
+  shimwatch_publisher_emit (self, event->member,
+                            disconnected
+                            ? g_variant_new ("(ossu)", event->path, event->namespace_, event->id,
+                                             event->pid)
+                            : shimwatch_publisher_task_exit_args (event->path, event->namespace_,
+                                                                  event->id, event->pid,
+                                                                  event->exit_status,
+                                                                  (guint64) event->exited_at));
   if (self->history != NULL)
-    {
-      const char *namespace_;
-      const char *id;
-      guint32 pid;
-      guint32 status = 0;
-
-      g_variant_get_child (sunk, 1, "&s", &namespace_);
-      g_variant_get_child (sunk, 2, "&s", &id);
-      g_variant_get_child (sunk, lifecycle_signals[i].pid, "u", &pid);
-      if (lifecycle_signals[i].status != 0)
-        g_variant_get_child (sunk, lifecycle_signals[i].status, "u", &status);
-      shimwatch_history_add_task_event (self->history, namespace_, id,
-                                        lifecycle_signals[i].event, pid,
-                                        lifecycle_signals[i].status != 0, status, reason);
-    }
+    shimwatch_history_add_task_event (self->history, event->namespace_, event->id,
+                                      lifecycle_signals[i].event, event->pid, !disconnected,
+                                      disconnected ? 0 : event->exit_status, event->reason);
   return marked;
 }
 

@@ -66,19 +66,27 @@ typedef struct {
   const char               *settled;    /* signals before are out / once this one settled */
 } ShimwatchSignalMark;
 
-/* The one way out for the three lifecycle signals (ShimDisconnected, TaskExit,
- * TaskDelete), each with its arguments (the task's object path first): @mark, unless
- * NULL (a task without a record), is handed to its committer, whose mark the ledger
- * holds the signal for; then the signal; then the history's event ("disconnected",
- * "exit", "delete", with @reason). FALSE: the mark could not be made (@error), and the
- * signal went out unmarked (a restart sends it again). Nothing here waits for the disk
- * or the bus. */
-gboolean               shimwatch_publisher_emit_lifecycle  (ShimwatchPublisher        *self,
-                                                            const char                *member,
-                                                            GVariant                  *parameters,
-                                                            const char                *reason,
-                                                            const ShimwatchSignalMark *mark,
-                                                            GError                   **error);
+/* one lifecycle signal of a task: what goes out, and what the history keeps of it */
+typedef struct {
+  const char *member;        /* ShimDisconnected, TaskExit or TaskDelete */
+  const char *path;          /* the task's object path */
+  const char *namespace_;
+  const char *id;
+  guint32     pid;           /* ShimDisconnected: the shim's; the others: the task's */
+  guint32     exit_status;   /* TaskExit, TaskDelete */
+  gint64      exited_at;     /* TaskExit, TaskDelete */
+  const char *reason;        /* the history's, or NULL */
+} ShimwatchLifecycleEvent;
+
+/* The one way out for the three lifecycle signals: @mark, unless NULL (a task without a
+ * record), is handed to its committer, whose mark the ledger holds the signal for; then
+ * the signal with its arguments; then the history's event ("disconnected", "exit",
+ * "delete"). FALSE: the mark could not be made (@error), and the signal went out
+ * unmarked (a restart sends it again). Nothing here waits for the disk or the bus. */
+gboolean               shimwatch_publisher_emit_lifecycle  (ShimwatchPublisher            *self,
+                                                            const ShimwatchLifecycleEvent *event,
+                                                            const ShimwatchSignalMark     *mark,
+                                                            GError                       **error);
 /* TaskExit's and TaskDelete's arguments, (osssuut), floating: the task's object path,
  * namespace, id (container and exec id), pid, exit status and time */
 GVariant              *shimwatch_publisher_task_exit_args  (const char           *path,
