@@ -332,3 +332,54 @@ ctl_task_name_from_path (const char *path)
     return NULL;
   return g_strdup_printf ("%s/%s", namespace_, id);
 }
+
+static void
+follow_closed_cb (GDBusConnection *connection,
+                  gboolean         remote_peer_vanished,
+                  GError          *error,
+                  gpointer         user_data)
+{
+  CtlFollow *follow = user_data;
+
+  g_printerr (_("%s: the connection to the bus was closed\n"), g_get_prgname ());
+  follow->exit_code = CTL_EXIT_FAILURE;
+  if (follow->loop != NULL)
+    g_main_loop_quit (follow->loop);
+}
+
+void
+ctl_follow_start (CtlFollow          *follow,
+                  Ctl                *ctl,
+                  GDBusSignalCallback owner_changed,
+                  gpointer            user_data)
+{
+  follow->ctl = ctl;
+  follow->exit_code = CTL_EXIT_OK;
+  g_dbus_connection_set_exit_on_close (ctl->connection, FALSE);
+  follow->owner_sub = g_dbus_connection_signal_subscribe (ctl->connection, "org.freedesktop.DBus",
+                                                          "org.freedesktop.DBus",
+                                                          "NameOwnerChanged",
+                                                          "/org/freedesktop/DBus", CTL_BUS_NAME,
+                                                          G_DBUS_SIGNAL_FLAGS_NONE,
+                                                          owner_changed, user_data, NULL);
+  g_signal_connect (ctl->connection, "closed", G_CALLBACK (follow_closed_cb), follow);
+}
+
+void
+ctl_follow_sync (CtlFollow *follow)
+{
+  g_autoptr(GVariant) reply = NULL;
+
+  /* a round trip: the bus has the match rules once it answers */
+  reply = g_dbus_connection_call_sync (follow->ctl->connection, "org.freedesktop.DBus",
+                                       "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                       "GetId", NULL, G_VARIANT_TYPE ("(s)"),
+                                       G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
+}
+
+void
+ctl_follow_end (CtlFollow *follow)
+{
+  g_dbus_connection_signal_unsubscribe (follow->ctl->connection, follow->owner_sub);
+  g_signal_handlers_disconnect_by_func (follow->ctl->connection, follow_closed_cb, follow);
+}

@@ -27,11 +27,10 @@ static const struct {
 };
 
 typedef struct {
-  Ctl       *ctl;
-  GMainLoop *loop;
-  char      *only;           /* "namespace/id" or NULL */
-  char      *only_prefix;    /* "namespace/" (-n without a task) or NULL */
-  int        exit_code;
+  Ctl      *ctl;
+  CtlFollow follow;
+  char     *only;            /* "namespace/id" or NULL */
+  char     *only_prefix;     /* "namespace/" (-n without a task) or NULL */
 } Monitor;
 
 static const char * const *
@@ -281,21 +280,8 @@ quit_cb (gpointer user_data)
 {
   Monitor *monitor = user_data;
 
-  g_main_loop_quit (monitor->loop);
+  g_main_loop_quit (monitor->follow.loop);
   return G_SOURCE_REMOVE;
-}
-
-static void
-closed_cb (GDBusConnection *connection,
-           gboolean         remote_peer_vanished,
-           GError          *error,
-           gpointer         user_data)
-{
-  Monitor *monitor = user_data;
-
-  g_printerr (_("%s: the connection to the bus was closed\n"), g_get_prgname ());
-  monitor->exit_code = CTL_EXIT_FAILURE;
-  g_main_loop_quit (monitor->loop);
 }
 
 int
@@ -306,9 +292,8 @@ ctl_cmd_monitor (Ctl              *ctl,
 {
   g_autofree char *namespace_ = NULL;
   g_autofree char *id = NULL;
-  g_autoptr(GVariant) reply = NULL;
-  Monitor monitor = { ctl, NULL, NULL, NULL, CTL_EXIT_OK };
-  guint service_sub, owner_sub;
+  Monitor monitor = { ctl };
+  guint service_sub;
   int exit_code = CTL_EXIT_OK;
 
   if (!ctl_parse_command_line (ctl, command, NULL, NULL, &argc, &argv, 0, 1, &exit_code))
@@ -324,26 +309,15 @@ ctl_cmd_monitor (Ctl              *ctl,
   if (!ctl_connect (ctl, &exit_code))
     return exit_code;
 
-  g_dbus_connection_set_exit_on_close (ctl->connection, FALSE);
-  monitor.loop = g_main_loop_new (NULL, FALSE);
+  monitor.follow.loop = g_main_loop_new (NULL, FALSE);
   service_sub = g_dbus_connection_signal_subscribe (ctl->connection, CTL_BUS_NAME, NULL, NULL,
                                                     NULL, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
                                                     service_signal_cb, &monitor, NULL);
-  owner_sub = g_dbus_connection_signal_subscribe (ctl->connection, "org.freedesktop.DBus",
-                                                  "org.freedesktop.DBus", "NameOwnerChanged",
-                                                  "/org/freedesktop/DBus", CTL_BUS_NAME,
-                                                  G_DBUS_SIGNAL_FLAGS_NONE,
-                                                  name_owner_changed_cb, &monitor, NULL);
-  g_signal_connect (ctl->connection, "closed", G_CALLBACK (closed_cb), &monitor);
+  ctl_follow_start (&monitor.follow, ctl, name_owner_changed_cb, &monitor);
   g_unix_signal_add (SIGINT, quit_cb, &monitor);
   g_unix_signal_add (SIGTERM, quit_cb, &monitor);
-
-  /* a round trip: the bus has our match rules once it answers, so nothing is missed
-   * from the moment the line below is printed */
-  reply = g_dbus_connection_call_sync (ctl->connection, "org.freedesktop.DBus",
-                                       "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                       "GetId", NULL, G_VARIANT_TYPE ("(s)"),
-                                       G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
+  /* nothing is missed from the moment the line below is printed */
+  ctl_follow_sync (&monitor.follow);
   if (monitor.only != NULL)
     g_printerr (_("Monitoring %s. Press Ctrl+C to stop.\n"), monitor.only);
   else if (ctl->namespace_ != NULL)
@@ -351,12 +325,12 @@ ctl_cmd_monitor (Ctl              *ctl,
   else
     g_printerr (_("Monitoring shimwatchd. Press Ctrl+C to stop.\n"));
 
-  g_main_loop_run (monitor.loop);
+  g_main_loop_run (monitor.follow.loop);
 
   g_dbus_connection_signal_unsubscribe (ctl->connection, service_sub);
-  g_dbus_connection_signal_unsubscribe (ctl->connection, owner_sub);
-  g_main_loop_unref (monitor.loop);
+  ctl_follow_end (&monitor.follow);
+  g_main_loop_unref (monitor.follow.loop);
   g_free (monitor.only);
   g_free (monitor.only_prefix);
-  return monitor.exit_code;
+  return monitor.follow.exit_code;
 }

@@ -11,7 +11,7 @@
 
 typedef struct {
   Ctl        *ctl;
-  GMainLoop  *loop;
+  CtlFollow   follow;         /* its loop, and its exit code when it cannot be waited for */
   const char *namespace_;
   const char *id;
   char       *path;           /* the task's object, NULL once it is gone */
@@ -19,7 +19,6 @@ typedef struct {
   gboolean    deleted;        /* it went before it could be seen exit */
   guint32     exit_status;
   guint64     exited_at;
-  int         exit_code;      /* when it cannot be waited for */
 } Wait;
 
 static void
@@ -32,8 +31,8 @@ finish (Wait   *wait,
   wait->done = TRUE;
   wait->exit_status = status;
   wait->exited_at = exited_at;
-  if (wait->loop != NULL)
-    g_main_loop_quit (wait->loop);
+  if (wait->follow.loop != NULL)
+    g_main_loop_quit (wait->follow.loop);
 }
 
 /* look at the task as it is now: exited already, gone, or still to wait for */
@@ -52,16 +51,16 @@ check_now (Wait *wait)
   wait->path = ctl_get_shim_path (wait->ctl, wait->namespace_, wait->id, &exit_code);
   if (wait->path == NULL)
     {
-      wait->exit_code = exit_code;
+      wait->follow.exit_code = exit_code;
       return FALSE;
     }
   reply = ctl_call (wait->ctl, wait->path, "org.freedesktop.DBus.Properties", "GetAll",
                     g_variant_new ("(s)", CTL_SHIM_IFACE), "(a{sv})", FALSE, NULL, &error);
   if (reply == NULL)
     {
-      wait->exit_code = ctl_fail (wait->ctl, error, "GetAll",
-                                  _("cannot read the properties of %s/%s"), wait->namespace_,
-                                  wait->id);
+      wait->follow.exit_code = ctl_fail (wait->ctl, error, "GetAll",
+                                         _("cannot read the properties of %s/%s"), wait->namespace_,
+                                         wait->id);
       return FALSE;
     }
   g_variant_get (reply, "(@a{sv})", &properties);
@@ -119,22 +118,8 @@ name_owner_changed_cb (GDBusConnection *connection,
   if (*new_owner != '\0' && !check_now (wait))
     {
       wait->done = TRUE;
-      g_main_loop_quit (wait->loop);
+      g_main_loop_quit (wait->follow.loop);
     }
-}
-
-static void
-closed_cb (GDBusConnection *connection,
-           gboolean         remote_peer_vanished,
-           GError          *error,
-           gpointer         user_data)
-{
-  Wait *wait = user_data;
-
-  g_printerr (_("%s: the connection to the bus was closed\n"), g_get_prgname ());
-  wait->exit_code = CTL_EXIT_FAILURE;
-  wait->done = TRUE;
-  g_main_loop_quit (wait->loop);
 }
 
 int
@@ -145,9 +130,8 @@ ctl_cmd_wait (Ctl              *ctl,
 {
   g_autofree char *namespace_ = NULL;
   g_autofree char *id = NULL;
-  g_autoptr(GVariant) reply = NULL;
   Wait wait = { 0 };
-  guint exit_sub, delete_sub, owner_sub;
+  guint exit_sub, delete_sub;
   int exit_code = CTL_EXIT_OK;
 
   if (!ctl_parse_command_line (ctl, command, NULL,
@@ -161,10 +145,8 @@ ctl_cmd_wait (Ctl              *ctl,
   wait.ctl = ctl;
   wait.namespace_ = namespace_;
   wait.id = id;
-  wait.exit_code = CTL_EXIT_OK;
 
   /* subscribe first, then look: an exit between the two is seen either way */
-  g_dbus_connection_set_exit_on_close (ctl->connection, FALSE);
   exit_sub = g_dbus_connection_signal_subscribe (ctl->connection, CTL_BUS_NAME,
                                                  CTL_MANAGER_IFACE, "TaskExit",
                                                  CTL_MANAGER_PATH, NULL,
@@ -175,30 +157,20 @@ ctl_cmd_wait (Ctl              *ctl,
                                                    CTL_MANAGER_PATH, NULL,
                                                    G_DBUS_SIGNAL_FLAGS_NONE, manager_signal_cb,
                                                    &wait, NULL);
-  owner_sub = g_dbus_connection_signal_subscribe (ctl->connection, "org.freedesktop.DBus",
-                                                  "org.freedesktop.DBus", "NameOwnerChanged",
-                                                  "/org/freedesktop/DBus", CTL_BUS_NAME,
-                                                  G_DBUS_SIGNAL_FLAGS_NONE,
-                                                  name_owner_changed_cb, &wait, NULL);
-  g_signal_connect (ctl->connection, "closed", G_CALLBACK (closed_cb), &wait);
-  /* a round trip: the bus has the match rules once it answers */
-  reply = g_dbus_connection_call_sync (ctl->connection, "org.freedesktop.DBus",
-                                       "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                       "GetId", NULL, G_VARIANT_TYPE ("(s)"),
-                                       G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
+  ctl_follow_start (&wait.follow, ctl, name_owner_changed_cb, &wait);
+  ctl_follow_sync (&wait.follow);
   if (check_now (&wait) && !wait.done)
     {
-      wait.loop = g_main_loop_new (NULL, FALSE);
-      g_main_loop_run (wait.loop);
-      g_main_loop_unref (wait.loop);
+      wait.follow.loop = g_main_loop_new (NULL, FALSE);
+      g_main_loop_run (wait.follow.loop);
+      g_main_loop_unref (wait.follow.loop);
     }
   g_dbus_connection_signal_unsubscribe (ctl->connection, exit_sub);
   g_dbus_connection_signal_unsubscribe (ctl->connection, delete_sub);
-  g_dbus_connection_signal_unsubscribe (ctl->connection, owner_sub);
-  g_signal_handlers_disconnect_by_func (ctl->connection, closed_cb, &wait);
+  ctl_follow_end (&wait.follow);
   g_free (wait.path);
-  if (wait.exit_code != CTL_EXIT_OK)
-    return wait.exit_code;
+  if (wait.follow.exit_code != CTL_EXIT_OK)
+    return wait.follow.exit_code;
 
   if (ctl->json)
     {

@@ -61,6 +61,24 @@ int          ctl_usage_error        (const CtlCommand *command,
 /* shimwatchctl-bus.c */
 gboolean     ctl_connect            (Ctl          *ctl,
                                      int          *exit_code);
+/* Following the service in a main loop (wait, monitor): ctl_follow_start() subscribes to
+ * the NameOwnerChanged of the service's name (@owner_changed) and makes the connection's
+ * end quit @loop with CTL_EXIT_FAILURE, said on standard error; ctl_follow_sync() returns
+ * once the bus has every match rule asked for so far, so nothing sent from then on is
+ * missed; ctl_follow_end() undoes the start. */
+typedef struct {
+  Ctl       *ctl;
+  GMainLoop *loop;        /* the one the caller runs, once it does */
+  int        exit_code;   /* CTL_EXIT_OK unless the connection ended */
+  guint      owner_sub;
+} CtlFollow;
+
+void         ctl_follow_start       (CtlFollow           *follow,
+                                     Ctl                 *ctl,
+                                     GDBusSignalCallback  owner_changed,
+                                     gpointer             user_data);
+void         ctl_follow_sync        (CtlFollow           *follow);
+void         ctl_follow_end         (CtlFollow           *follow);
 GVariant    *ctl_call               (Ctl          *ctl,
                                      const char   *path,
                                      const char   *interface,
