@@ -699,6 +699,35 @@ is_mounted (const char *path)
   return strstr (mountinfo, field) != NULL;
 }
 
+/* The test runs again as a child in a mount namespace of its own, so that what it
+ * mounts goes with the child, over a directory made from @template. The directory is the
+ * parent's: a failed assertion ends the child with _exit (1), past any cleanup of its own.
+ * Returns NULL in the parent, once the child passed; the directory in the child. */
+static char *
+in_own_mount_namespace (const char *template)
+{
+  char *root;
+
+  if (!g_test_subprocess ())
+    {
+      root = shimwatch_test_dir_new (NULL, template, NULL);
+      g_assert_nonnull (root);
+      g_setenv ("SHIMWATCH_TEST_MOUNT_ROOT", root, TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_unsetenv ("SHIMWATCH_TEST_MOUNT_ROOT");
+      /* (its mounts went with the child's mount namespace) */
+      shimwatch_test_dir_remove (root);
+      g_free (root);
+      g_test_trap_assert_passed ();
+      return NULL;
+    }
+  g_assert_no_errno (unshare (CLONE_NEWNS));
+  g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+  root = g_strdup (g_getenv ("SHIMWATCH_TEST_MOUNT_ROOT"));
+  g_assert_nonnull (root);
+  return root;
+}
+
 /* A rootfs still mounted in a task directory (its `shim delete` could not unmount it) is
  * found by the removal, which does not enter it: then, and only then, the mount table is
  * read, what is mounted below the directory detached, and the directory removed. In a
@@ -717,24 +746,9 @@ test_remove_tree_mount_below (void)
       g_test_skip ("needs root (it mounts a tmpfs in a mount namespace of its own)");
       return;
     }
-  /* the directory is the parent's: a failed assertion in a subprocess ends it with
-   * _exit (1), past any cleanup of its own */
-  if (!g_test_subprocess ())
-    {
-      root = shimwatch_test_dir_new (NULL, "swmount-XXXXXX", NULL);
-      g_assert_nonnull (root);
-      g_setenv ("SHIMWATCH_TEST_MOUNT_ROOT", root, TRUE);
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-      g_unsetenv ("SHIMWATCH_TEST_MOUNT_ROOT");
-      /* (its mount went with the child's mount namespace) */
-      shimwatch_test_dir_remove (root);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  g_assert_no_errno (unshare (CLONE_NEWNS));
-  g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
-  root = g_strdup (g_getenv ("SHIMWATCH_TEST_MOUNT_ROOT"));
-  g_assert_nonnull (root);
+  root = in_own_mount_namespace ("swmount-XXXXXX");
+  if (root == NULL)
+    return;
   task = g_build_filename (root, "default", "t", NULL);
   rootfs = g_build_filename (task, "rootfs", NULL);
   inside = g_build_filename (rootfs, "etc", NULL);
@@ -1104,21 +1118,9 @@ test_bundle_rootfs_mount (void)
       g_test_skip ("needs root (it mounts a tmpfs in a mount namespace of its own)");
       return;
     }
-  if (!g_test_subprocess ())
-    {
-      root = shimwatch_test_dir_new (NULL, "swbundle-XXXXXX", NULL);
-      g_assert_nonnull (root);
-      g_setenv ("SHIMWATCH_TEST_MOUNT_ROOT", root, TRUE);
-      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-      g_unsetenv ("SHIMWATCH_TEST_MOUNT_ROOT");
-      shimwatch_test_dir_remove (root);
-      g_test_trap_assert_passed ();
-      return;
-    }
-  g_assert_no_errno (unshare (CLONE_NEWNS));
-  g_assert_no_errno (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
-  root = g_strdup (g_getenv ("SHIMWATCH_TEST_MOUNT_ROOT"));
-  g_assert_nonnull (root);
+  root = in_own_mount_namespace ("swbundle-XXXXXX");
+  if (root == NULL)
+    return;
   make_containerd_leftovers (root, "mounted", &leftovers);
   rootfs = g_build_filename (leftovers.bundle, "rootfs", NULL);
   inside = g_build_filename (rootfs, "etc", NULL);
